@@ -1,0 +1,199 @@
+"""The environment contract: a differentiable MJX environment and its state.
+
+Every environment is a `MjxEnv`: an MJCF model, a control period made of
+`n_substeps` physics steps rolled with `lax.scan`, and four task hooks
+(initial state, observation, reward, termination). The class also satisfies
+brax's `Env` interface (`reset`, `step`, `observation_size`, `action_size`,
+`backend`), so brax's training wrappers and its PPO/APG train the very same
+object.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+from brax.envs.base import Env as BraxEnv
+from flax import struct
+from mujoco import mjx
+
+ASSETS = Path(__file__).parent / "assets"
+
+
+@struct.dataclass
+class State:
+    """One environment's state (add a leading [N] axis to every leaf for a batch).
+
+    Attributes:
+        pipeline_state: the `mjx.Data` after the last control step (brax's name
+            for the simulator state, so brax's wrappers can reset it).
+        obs: float32 [obs_dim] observation of `pipeline_state`.
+        reward: float32 [] reward of the last control step.
+        done: float32 [] 1.0 when the episode ended at this step
+            (`terminated` or `truncated`).
+        terminated: float32 [] 1.0 on early termination (the task failed; no
+            value after this step).
+        truncated: float32 [] 1.0 when the time limit cut the episode (the
+            future still has value).
+        metrics: per-step scalars, e.g. the reward terms.
+        info: auxiliary values that travel with the state.
+    """
+
+    pipeline_state: mjx.Data
+    obs: jax.Array
+    reward: jax.Array
+    done: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    metrics: dict[str, jax.Array] = struct.field(default_factory=dict)
+    info: dict[str, Any] = struct.field(default_factory=dict)
+
+
+class NotDifferentiableError(ValueError):
+    """The MJCF model's solver settings make MJX reverse-mode fail."""
+
+
+def check_differentiable(model: mujoco.MjModel, name: str) -> None:
+    """Fails unless MJX can run reverse-mode differentiation through `model`.
+
+    MJX's constraint solver uses a `lax.while_loop` (which has no reverse-mode
+    rule) unless it runs exactly one iteration, and its smooth line search is
+    only implemented for the Newton and CG solvers.
+    """
+    problems = []
+    if model.opt.iterations != 1:
+        problems.append(f'opt.iterations is {model.opt.iterations}, must be 1 (<option iterations="1"/>)')
+    if model.opt.solver not in (mujoco.mjtSolver.mjSOL_NEWTON, mujoco.mjtSolver.mjSOL_CG):
+        problems.append(f"opt.solver is {mujoco.mjtSolver(model.opt.solver).name}, must be Newton or CG")
+    if problems:
+        raise NotDifferentiableError(
+            f"model '{name}' is not reverse-mode differentiable in MJX: " + "; ".join(problems)
+        )
+
+
+class MjxEnv(BraxEnv, abc.ABC):
+    """Base class of all environments: MJX physics with a fixed control period.
+
+    Subclasses implement `initial_data`, `observation`, `reward` and, if the
+    task can fail early, `terminated`.
+
+    Args:
+        xml: MJCF file name under `envs/assets/`.
+        ctrl_dt: control period in seconds; must be a multiple of the model's
+            physics time step.
+        episode_length: control steps per episode before time-limit truncation.
+    """
+
+    def __init__(self, xml: str, *, ctrl_dt: float, episode_length: int):
+        mj_model = mujoco.MjModel.from_xml_path(str(ASSETS / xml))
+        check_differentiable(mj_model, xml)
+        n_substeps = round(ctrl_dt / mj_model.opt.timestep)
+        if n_substeps < 1 or abs(n_substeps * mj_model.opt.timestep - ctrl_dt) > 1e-9:
+            raise ValueError(f"ctrl_dt={ctrl_dt} is not a multiple of the model time step {mj_model.opt.timestep}")
+        if episode_length < 1:
+            raise ValueError(f"episode_length must be >= 1, got {episode_length}")
+        self.mj_model = mj_model
+        self.mjx_model = mjx.put_model(mj_model, impl="jax")
+        self.ctrl_dt = ctrl_dt
+        self.n_substeps = n_substeps
+        self.episode_length = episode_length
+
+    # ----------------------------------------------------------- task hooks
+
+    @abc.abstractmethod
+    def initial_data(self, rng: jax.Array) -> mjx.Data:
+        """A randomised initial simulator state (`mjx.forward` already applied)."""
+
+    @abc.abstractmethod
+    def observation(self, data: mjx.Data, action: jax.Array) -> jax.Array:
+        """float32 [obs_dim] observation of `data`; `action` is the last action."""
+
+    @abc.abstractmethod
+    def reward(self, data: mjx.Data, action: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """The reward of arriving in `data` under `action`, and its named terms."""
+
+    def terminated(self, data: mjx.Data) -> jax.Array:
+        """bool [] whether the task has failed in `data` (never, by default)."""
+        del data
+        return jnp.array(False)
+
+    # ------------------------------------------------------------ interface
+
+    def reset(self, rng: jax.Array) -> State:
+        """A fresh episode from a randomised initial state."""
+        data = self.initial_data(rng)
+        action = jnp.zeros(self.action_size)
+        _, metrics = self.reward(data, action)
+        zero = jnp.zeros(())
+        return State(
+            pipeline_state=data,
+            obs=self.observation(data, action),
+            reward=zero,
+            done=zero,
+            terminated=zero,
+            truncated=zero,
+            metrics=jax.tree.map(jnp.zeros_like, metrics),
+            info={},
+        )
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Advances one control period under `action` (float32 [action_dim] in [-1, 1]).
+
+        Never resets: the caller decides what follows a done step. The elapsed
+        step count is read from the simulator clock, so wrappers that reset
+        `pipeline_state` (brax's auto-reset) also reset the time limit.
+        """
+        action = jnp.clip(action, -1.0, 1.0)
+        data = self.physics_step(state.pipeline_state, action)
+        obs = self.observation(data, action)
+        reward, metrics = self.reward(data, action)
+        terminated = self.terminated(data)
+        steps = jnp.round(data.time / self.ctrl_dt)
+        truncated = (steps >= self.episode_length) & ~terminated
+        return state.replace(
+            pipeline_state=data,
+            obs=obs,
+            reward=reward,
+            done=(terminated | truncated).astype(state.done.dtype),
+            terminated=terminated.astype(state.done.dtype),
+            truncated=truncated.astype(state.done.dtype),
+            metrics=metrics,
+        )
+
+    def physics_step(self, data: mjx.Data, action: jax.Array) -> mjx.Data:
+        """`n_substeps` MJX steps with the control held at `action`."""
+        data = data.replace(ctrl=action)
+
+        def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
+            return mjx.step(self.mjx_model, data), None
+
+        data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps)
+        return data
+
+    def data_from_qpos_qvel(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
+        """A simulator state at time 0 with the given coordinates, kinematics computed."""
+        data = mjx.make_data(self.mjx_model).replace(qpos=qpos, qvel=qvel)
+        return mjx.forward(self.mjx_model, data)
+
+    @property
+    def observation_size(self) -> int:
+        data = jax.eval_shape(self.initial_data, jax.random.key(0))
+        obs = jax.eval_shape(self.observation, data, jnp.zeros(self.action_size))
+        return obs.shape[-1]
+
+    @property
+    def action_size(self) -> int:
+        return self.mj_model.nu
+
+    @property
+    def backend(self) -> str:
+        return "mjx"
+
+    @property
+    def dt(self) -> float:
+        """Control period in seconds (brax's name)."""
+        return self.ctrl_dt

@@ -1,0 +1,224 @@
+"""Typed run configuration, registered with Hydra's ConfigStore, and its validation.
+
+Hydra composes `configs/config.yaml` onto these schemas (unknown keys and
+wrong types fail at compose time); `to_train_config` turns the result into a
+frozen `TrainConfig` and checks every value before anything compiles.
+"""
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+import envs
+
+LOGGER_MODES = ("offline", "online", "disabled")
+CRITIC_TARGETS = ("td_lambda", "one_step")
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range; the message names it."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment to train on."""
+
+    name: str = "cartpole_swingup"
+    """Registered environment name (see `envs.names()`)."""
+    episode_length: int | None = None
+    """Control steps per episode; None keeps the environment's default."""
+
+
+@dataclass(frozen=True)
+class AlgoConfig:
+    """SHAC hyperparameters (defaults: the paper's shared values; env configs set the rest)."""
+
+    num_envs: int = 64
+    """N, environments simulated in parallel."""
+    horizon: int = 32
+    """h, steps back-propagated per actor update."""
+    max_epochs: int = 500
+    """Epochs to train; one epoch = one window of N * h env steps."""
+    gamma: float = 0.99
+    """Discount, in (0, 1]."""
+    lam: float = 0.95
+    """TD(lambda) parameter of the critic targets, in (0, 1]."""
+    actor_lr: float = 2e-3
+    """Initial actor learning rate; decays linearly to `min_lr` over `max_epochs`."""
+    critic_lr: float = 2e-3
+    """Initial critic learning rate; decays linearly to `min_lr` over `max_epochs`."""
+    min_lr: float = 1e-5
+    """Final learning rate of both schedules."""
+    adam_b1: float = 0.7
+    """Adam beta1 (actor and critic)."""
+    adam_b2: float = 0.95
+    """Adam beta2 (actor and critic)."""
+    actor_grad_norm: float = 1.0
+    """Global-norm clip of the actor gradient."""
+    critic_iterations: int = 16
+    """Passes over the window's N * h samples per epoch."""
+    critic_minibatches: int = 4
+    """Minibatches per pass (shuffled)."""
+    critic_target: str = "td_lambda"
+    """Critic targets: td_lambda or one_step (r + gamma V')."""
+    target_alpha: float = 0.2
+    """Target critic update theta' <- alpha theta' + (1 - alpha) theta."""
+    actor_hidden: tuple[int, ...] = (64, 64)
+    """Actor MLP hidden widths."""
+    critic_hidden: tuple[int, ...] = (64, 64)
+    """Critic MLP hidden widths."""
+    init_log_std: float = -1.0
+    """Initial state-independent log standard deviation of the policy."""
+    normalize_obs: bool = True
+    """Normalise observations with running statistics (frozen within a window)."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Periodic deterministic evaluation during training."""
+
+    every: int = 50
+    """Evaluate every this many epochs (and after the last); 0 disables periodic evaluation."""
+    episodes: int = 16
+    """Full episodes per evaluation, run in parallel."""
+
+
+@dataclass(frozen=True)
+class LoggerConfig:
+    """Experiment tracking. metrics.jsonl is always written in the run directory."""
+
+    mode: str = "offline"
+    """W&B mode: offline (default, no account needed), online or disabled."""
+    project: str = "shac"
+    """W&B project."""
+    entity: str | None = None
+    """W&B entity (team or user); None uses the default."""
+    group: str | None = None
+    """W&B group, e.g. a sweep name."""
+    log_every: int = 1
+    """Write metrics every this many epochs."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a training run needs."""
+
+    env: EnvConfig = EnvConfig()
+    algo: AlgoConfig = AlgoConfig()
+    eval: EvalConfig = EvalConfig()
+    logger: LoggerConfig = LoggerConfig()
+    seed: int = 0
+    """Seed of all randomness (initialisation, resets, action noise)."""
+
+
+def register_configs() -> None:
+    """Registers the schema `base_config` that `configs/config.yaml` extends."""
+    ConfigStore.instance().store(name="base_config", node=_schema(TrainConfig))
+
+
+def _schema(cls: type) -> type:
+    """A mutable twin of a frozen config dataclass, for Hydra to merge into.
+
+    OmegaConf marks nodes built from frozen dataclasses read-only, which makes
+    Hydra's defaults list unable to override them; the twin has the same
+    fields, types and defaults (nested configs become twins too).
+    """
+    hints = typing.get_type_hints(cls)
+    fields = []
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            twin = _schema(hints[f.name])
+            fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
+        else:
+            fields.append((f.name, hints[f.name], dataclasses.field(default=f.default)))
+    return dataclasses.make_dataclass(cls.__name__, fields)
+
+
+def _build(cls: type, values: dict):
+    """The frozen `cls` from a plain dict (lists become tuples)."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, value in values.items():
+        if dataclasses.is_dataclass(hints[name]):
+            value = _build(hints[name], value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def to_train_config(cfg: DictConfig | dict) -> TrainConfig:
+    """Validates a composed config (or its plain-dict form) and returns a frozen `TrainConfig`.
+
+    Raises:
+        ConfigError: naming the first bad value and what would be accepted.
+    """
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    config = _build(TrainConfig, cfg)
+    validate(config)
+    return config
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Raises ConfigError for the first value out of range."""
+    if cfg.env.name not in envs.names():
+        raise ConfigError(f"unknown env '{cfg.env.name}'; available: {', '.join(envs.names())}")
+    algo = cfg.algo
+    positive = {
+        "algo.num_envs": algo.num_envs,
+        "algo.horizon": algo.horizon,
+        "algo.max_epochs": algo.max_epochs,
+        "algo.actor_lr": algo.actor_lr,
+        "algo.critic_lr": algo.critic_lr,
+        "algo.actor_grad_norm": algo.actor_grad_norm,
+        "algo.critic_iterations": algo.critic_iterations,
+        "algo.critic_minibatches": algo.critic_minibatches,
+        "eval.episodes": cfg.eval.episodes,
+        "logger.log_every": cfg.logger.log_every,
+    }
+    if cfg.env.episode_length is not None:
+        positive["env.episode_length"] = cfg.env.episode_length
+    for name, value in positive.items():
+        if not value > 0:
+            raise ConfigError(f"{name} must be > 0, got {value}")
+    for name, value in {"algo.gamma": algo.gamma, "algo.lam": algo.lam}.items():
+        if not 0.0 < value <= 1.0:
+            raise ConfigError(f"{name} must be in (0, 1], got {value}")
+    if algo.critic_target == "td_lambda" and algo.lam == 1.0:
+        raise ConfigError("algo.lam must be < 1 with algo.critic_target=td_lambda, got 1.0")
+    if algo.critic_target not in CRITIC_TARGETS:
+        raise ConfigError(f"unknown algo.critic_target '{algo.critic_target}'; available: {', '.join(CRITIC_TARGETS)}")
+    if not 0.0 <= algo.target_alpha < 1.0:
+        raise ConfigError(f"algo.target_alpha must be in [0, 1), got {algo.target_alpha}")
+    for name, betas in {"algo.adam_b1": algo.adam_b1, "algo.adam_b2": algo.adam_b2}.items():
+        if not 0.0 <= betas < 1.0:
+            raise ConfigError(f"{name} must be in [0, 1), got {betas}")
+    for name, widths in {"algo.actor_hidden": algo.actor_hidden, "algo.critic_hidden": algo.critic_hidden}.items():
+        if not all(w > 0 for w in widths):
+            raise ConfigError(f"{name} widths must be > 0, got {list(widths)}")
+    samples = algo.num_envs * algo.horizon
+    if samples % algo.critic_minibatches:
+        raise ConfigError(
+            f"algo.critic_minibatches={algo.critic_minibatches} must divide num_envs * horizon = {samples}"
+        )
+    if cfg.eval.every < 0:
+        raise ConfigError(f"eval.every must be >= 0, got {cfg.eval.every}")
+    if cfg.logger.mode not in LOGGER_MODES:
+        raise ConfigError(f"unknown logger.mode '{cfg.logger.mode}'; available: {', '.join(LOGGER_MODES)}")
+    episode_length = make_env(cfg.env).episode_length
+    if algo.horizon > episode_length:
+        raise ConfigError(
+            f"algo.horizon={algo.horizon} is longer than the episode of '{cfg.env.name}' ({episode_length} steps)"
+        )
+
+
+def make_env(env_cfg: EnvConfig) -> "envs.MjxEnv":
+    """The environment an `EnvConfig` names, with its overrides."""
+    overrides = {} if env_cfg.episode_length is None else {"episode_length": env_cfg.episode_length}
+    return envs.make(env_cfg.name, **overrides)

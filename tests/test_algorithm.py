@@ -1,0 +1,88 @@
+"""One SHAC epoch on the toy env: bookkeeping, target update and non-finite safety."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shac.algorithm import Shac
+from shac.config import AlgoConfig
+from tests.toy_env import LineEnv
+
+CONFIG = AlgoConfig(
+    num_envs=4,
+    horizon=4,
+    max_epochs=10,
+    actor_hidden=(8,),
+    critic_hidden=(8,),
+    critic_iterations=2,
+    critic_minibatches=2,
+    target_alpha=0.25,
+)
+
+
+def leaves(tree):
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+def run_epoch(env, config=CONFIG):
+    shac = Shac(config, env)
+    state = shac.init(jax.random.key(0))
+    new_state, metrics = jax.jit(shac.epoch)(state)
+    return state, new_state, jax.device_get(metrics)
+
+
+def test_epoch_bookkeeping_and_target_update():
+    state, new_state, metrics = run_epoch(LineEnv(episode_length=3))
+    assert int(new_state.epoch) == 1
+    assert int(new_state.env_steps) == CONFIG.num_envs * CONFIG.horizon
+    # target' = alpha * target + (1 - alpha) * critic, with alpha = 0.25
+    for old_t, new_t, new_c in zip(
+        leaves(state.target_critic_params),
+        leaves(new_state.target_critic_params),
+        leaves(new_state.critic_params),
+        strict=True,
+    ):
+        np.testing.assert_allclose(new_t, 0.25 * old_t + 0.75 * new_c, rtol=1e-5, atol=1e-7)
+    # the normaliser saw every observation of the window (N * h), on top of its prior count 1e-4
+    assert float(new_state.normalizer.count) == pytest.approx(1e-4 + 16)
+    # episodes of 3 steps in a 4-step window: every env finished exactly one
+    assert metrics["train/episodes"] == 4
+    assert metrics["resets/truncated"] == 4
+    assert metrics["actor/skipped"] == 0
+    assert all(np.isfinite(v) for v in metrics.values())
+    assert any(
+        not np.allclose(a, b) for a, b in zip(leaves(state.actor_params), leaves(new_state.actor_params), strict=True)
+    )
+
+
+def test_nonfinite_gradient_skips_the_update_and_is_counted():
+    state, new_state, metrics = run_epoch(LineEnv(episode_length=10, nan_at_step=2))
+    assert not np.isfinite(metrics["actor/grad_norm"])
+    assert metrics["actor/skipped"] == 1 and int(new_state.actor_skipped) == 1
+    # every second step of an episode is non-finite: t = 1 and t = 3 of the 4-step window, in each env
+    assert metrics["resets/nonfinite"] == 2 * CONFIG.num_envs
+    for old, new in zip(leaves(state.actor_params), leaves(new_state.actor_params), strict=True):
+        np.testing.assert_array_equal(old, new)
+    for tree in (
+        new_state.actor_params,
+        new_state.actor_opt_state,
+        new_state.critic_params,
+        new_state.target_critic_params,
+        new_state.normalizer,
+    ):
+        assert all(np.isfinite(x).all() for x in leaves(tree) if np.issubdtype(x.dtype, np.floating))
+    assert np.isfinite(np.asarray(new_state.env_state.obs)).all()
+
+
+def test_learning_rates_decay_linearly_to_min_lr():
+    shac = Shac(CONFIG, LineEnv())
+    assert float(shac.actor_lr(0)) == pytest.approx(CONFIG.actor_lr)
+    assert float(shac.actor_lr(CONFIG.max_epochs)) == pytest.approx(CONFIG.min_lr)
+    assert float(shac.actor_lr(CONFIG.max_epochs // 2)) == pytest.approx((CONFIG.actor_lr + CONFIG.min_lr) / 2)
+
+
+def test_actor_initial_log_std():
+    shac = Shac(CONFIG, LineEnv())
+    _, log_std = shac.actor.apply(shac.init(jax.random.key(0)).actor_params, jnp.zeros((3, 2)))
+    np.testing.assert_allclose(log_std, -1.0)

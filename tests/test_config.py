@@ -1,0 +1,90 @@
+"""Hydra composition of every config, overrides, and one-line errors for bad values."""
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+import envs
+from shac.config import ConfigError, register_configs, to_train_config
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+register_configs()
+
+
+def load(*overrides):
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
+        return to_train_config(compose(config_name="config", overrides=list(overrides)))
+
+
+def options(group):
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+
+
+def test_every_env_has_a_config_and_every_config_an_env():
+    assert options("env") == envs.names()
+
+
+@pytest.mark.parametrize("env", options("env"))
+@pytest.mark.parametrize("logger", options("logger"))
+@pytest.mark.parametrize("algo", options("algo"))
+def test_every_config_composes(env, logger, algo):
+    config = load(f"env={env}", f"logger={logger}", f"algo={algo}")
+    assert config.env.name == env
+    assert config.logger.mode == logger
+
+
+def test_paper_cartpole_settings_are_the_default():
+    config = load()
+    assert config.env.name == "cartpole_swingup"
+    algo = config.algo
+    assert (algo.num_envs, algo.horizon, algo.max_epochs) == (64, 32, 500)
+    assert (algo.actor_lr, algo.critic_lr, algo.target_alpha) == (1e-2, 1e-3, 0.2)
+    assert (algo.gamma, algo.lam, algo.critic_iterations, algo.critic_minibatches) == (0.99, 0.95, 16, 4)
+    assert (algo.adam_b1, algo.adam_b2, algo.actor_grad_norm) == (0.7, 0.95, 1.0)
+    assert algo.actor_hidden == (64, 64) and algo.critic_hidden == (64, 64)
+
+
+def test_command_line_overrides_win_over_env_defaults():
+    config = load("env=cartpole_swingup", "algo.horizon=16", "algo.num_envs=128", "seed=3")
+    assert (config.algo.horizon, config.algo.num_envs, config.seed) == (16, 128, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 4
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("env.name=antt", "unknown env 'antt'; available: cartpole_swingup, pendulum_swingup"),
+        ("algo.horizon=0", "algo.horizon must be > 0, got 0"),
+        ("algo.num_envs=-4", "algo.num_envs must be > 0, got -4"),
+        ("algo.gamma=1.5", r"algo.gamma must be in \(0, 1\], got 1.5"),
+        ("algo.lam=0", r"algo.lam must be in \(0, 1\], got 0.0"),
+        ("algo.horizon=300", r"algo.horizon=300 is longer than the episode of 'cartpole_swingup' \(240 steps\)"),
+        ("logger.mode=cloud", "unknown logger.mode 'cloud'; available: offline, online, disabled"),
+        ("algo.critic_minibatches=3", "algo.critic_minibatches=3 must divide num_envs \\* horizon = 2048"),
+    ],
+)
+def test_bad_values_fail_with_a_message_naming_them(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load(override)
+
+
+def test_unknown_and_mistyped_keys_fail_at_compose():
+    with pytest.raises(ConfigCompositionException):
+        load("algo.horizn=16")
+    with pytest.raises(ConfigCompositionException):
+        load("algo.horizon=sixteen")
+
+
+def test_train_cli_reports_a_config_error_in_one_line():
+    result = subprocess.run(
+        [sys.executable, "launch/train.py", "algo.horizon=-1"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == "config error: algo.horizon must be > 0, got -1"

@@ -1,0 +1,82 @@
+"""Bootstrap placement, resets and gradient flow of the differentiable rollout (on a toy env)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shac import losses
+from shac.normalizer import STD_EPS, RunningStatistics
+from shac.rollout import rollout
+from tests.toy_env import LineEnv
+
+HALF = float(np.arctanh(0.5))  # policy mean whose squashed action is 0.5
+
+
+def constant_policy(mean):
+    """Deterministic in practice: log-std -50 makes the action tanh(mean)."""
+    return lambda obs: (jnp.full((obs.shape[0], 1), mean), jnp.full((obs.shape[0], 1), -50.0))
+
+
+def value(obs):
+    """V(obs) = 100 + 10 x + steps: tells which observation it saw."""
+    return 100.0 + 10.0 * obs[:, 0] + obs[:, 1]
+
+
+IDENTITY = RunningStatistics(count=jnp.array(1.0), mean=jnp.zeros(2), var=jnp.full(2, 1.0 - STD_EPS))
+
+
+def run(env, horizon=4, normalizer=IDENTITY, policy_mean=HALF, value_fn=value):
+    state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 1))
+    resets = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), 1))
+    return rollout(env, constant_policy(policy_mean), value_fn, normalizer, state, resets, jax.random.key(2), horizon)
+
+
+def test_truncation_bootstraps_and_window_end_uses_last_state():
+    # x rises by 0.5 a step; the episode is truncated after step 3 (t = 2), then restarts at 0.
+    final_state, window = run(LineEnv(episode_length=3))
+    np.testing.assert_allclose(window.rewards[:, 0], [0.5, 1.0, 1.5, 0.5], rtol=1e-5)
+    np.testing.assert_array_equal(window.dones[:, 0], [0, 0, 1, 0])
+    np.testing.assert_array_equal(window.truncated[:, 0], [0, 0, 1, 0])
+    # t = 2: truncated, so V'(obs before the reset) = 100 + 10 * 1.5 + 3 = 118.
+    # t = 3: window end, V'(s_h) = V'(x = 0.5, steps = 1) = 106, not V'(s_0) = 100.
+    np.testing.assert_allclose(window.next_values[:, 0], [106.0, 112.0, 118.0, 106.0], rtol=1e-5)
+    np.testing.assert_allclose(final_state.obs[0], [0.5, 1.0], rtol=1e-5)
+
+
+def test_termination_does_not_bootstrap():
+    # x = 1.5 > 1.2 at t = 2 ends the episode early: no value after it.
+    _, window = run(LineEnv(episode_length=10, terminate_above=1.2))
+    np.testing.assert_array_equal(window.terminated[:, 0], [0, 0, 1, 0])
+    np.testing.assert_allclose(window.next_values[:, 0], [106.0, 112.0, 0.0, 106.0], rtol=1e-5)
+
+
+def test_nonfinite_state_is_reset_with_zero_reward_and_value():
+    # The second step of each episode is non-finite (t = 1); the env restarts at t = 2.
+    _, window = run(LineEnv(episode_length=10, nan_at_step=2), horizon=3)
+    np.testing.assert_array_equal(window.nonfinite[:, 0], [0, 1, 0])
+    np.testing.assert_array_equal(window.dones[:, 0], [0, 1, 0])
+    np.testing.assert_allclose(window.rewards[:, 0], [0.5, 0.0, 0.5], rtol=1e-5)
+    np.testing.assert_allclose(window.next_values[:, 0], [106.0, 0.0, 106.0], rtol=1e-5)
+    assert np.isfinite(np.asarray(window.raw_obs)).all()
+
+
+def test_normalizer_is_frozen_within_the_window():
+    stats = RunningStatistics(count=jnp.array(5.0), mean=jnp.array([1.0, 2.0]), var=jnp.array([4.0, 9.0]))
+    _, window = run(LineEnv(episode_length=3), normalizer=stats)
+    np.testing.assert_allclose(window.obs, stats.normalize(window.raw_obs), rtol=1e-6)
+
+
+@pytest.mark.parametrize("value_scale", [0.0, 3.0])
+def test_actor_gradient_flows_through_dynamics_and_bootstrap(value_scale):
+    # h = 2, gamma = 1, x_t = (t + 1) a with a = tanh(c), V'(obs) = k x:
+    # loss = -(a + 2a + k * 2a) / 2, so dloss/dc = -(3 + 2k) / 2 * (1 - tanh(c)^2).
+    env = LineEnv(episode_length=10)
+
+    def loss(c):
+        _, window = run(env, horizon=2, policy_mean=c, value_fn=lambda obs: value_scale * obs[:, 0])
+        return losses.actor_loss(window.rewards, window.next_values, window.dones, 1.0)
+
+    c = 0.3
+    expected = -(3.0 + 2.0 * value_scale) / 2.0 * (1.0 - np.tanh(c) ** 2)
+    assert float(jax.grad(loss)(c)) == pytest.approx(expected, rel=1e-5)
