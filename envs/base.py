@@ -17,9 +17,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import mujoco
+import numpy as np
 from brax.envs.base import Env as BraxEnv
 from flax import struct
 from mujoco import mjx
+
+from envs.parameters import ModelParameter, parse_all, write_all
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -101,6 +104,30 @@ class MjxEnv(BraxEnv, abc.ABC):
         self.ctrl_dt = ctrl_dt
         self.n_substeps = n_substeps
         self.episode_length = episode_length
+        self.randomized: tuple[ModelParameter, ...] = ()
+        self.randomization_ranges = np.zeros((0, 2))
+
+    def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
+        """Samples the named model parameters per episode at reset, uniformly in [low, high].
+
+        Args:
+            ranges: `element:name:attribute` -> (low, high), see `envs.parameters`.
+
+        The sampled values travel in `state.info["model_params"]` (float32 [P]) and
+        every step simulates with them, so gradients still flow through the
+        physics. An empty dict turns randomisation off.
+        """
+        for key, (low, high) in ranges.items():
+            if not low <= high:
+                raise ValueError(f"randomization range of '{key}' has low {low} > high {high}")
+        self.randomized = parse_all(list(ranges), self.mj_model)
+        self.randomization_ranges = np.array([ranges[key] for key in ranges], np.float32).reshape(-1, 2)
+
+    def model(self, state: State) -> mjx.Model:
+        """The MJX model that simulates `state`: the nominal one, with its sampled parameters if randomised."""
+        if not self.randomized:
+            return self.mjx_model
+        return write_all(self.mjx_model, self.randomized, state.info["model_params"])
 
     # ----------------------------------------------------------- task hooks
 
@@ -124,7 +151,12 @@ class MjxEnv(BraxEnv, abc.ABC):
     # ------------------------------------------------------------ interface
 
     def reset(self, rng: jax.Array) -> State:
-        """A fresh episode from a randomised initial state."""
+        """A fresh episode from a randomised initial state (and model parameters, if randomised)."""
+        info = {}
+        if self.randomized:
+            rng, param_key = jax.random.split(rng)
+            low, high = self.randomization_ranges.T
+            info["model_params"] = jax.random.uniform(param_key, low.shape, minval=low, maxval=high)
         data = self.initial_data(rng)
         action = jnp.zeros(self.action_size)
         _, metrics = self.reward(data, action)
@@ -137,7 +169,7 @@ class MjxEnv(BraxEnv, abc.ABC):
             terminated=zero,
             truncated=zero,
             metrics=jax.tree.map(jnp.zeros_like, metrics),
-            info={},
+            info=info,
         )
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -148,7 +180,7 @@ class MjxEnv(BraxEnv, abc.ABC):
         `pipeline_state` (brax's auto-reset) also reset the time limit.
         """
         action = jnp.clip(action, -1.0, 1.0)
-        data = self.physics_step(state.pipeline_state, action)
+        data = self.physics_step(state.pipeline_state, action, self.model(state))
         obs = self.observation(data, action)
         reward, metrics = self.reward(data, action)
         terminated = self.terminated(data)
@@ -164,12 +196,12 @@ class MjxEnv(BraxEnv, abc.ABC):
             metrics=metrics,
         )
 
-    def physics_step(self, data: mjx.Data, action: jax.Array) -> mjx.Data:
-        """`n_substeps` MJX steps with the control held at `action`."""
+    def physics_step(self, data: mjx.Data, action: jax.Array, model: mjx.Model) -> mjx.Data:
+        """`n_substeps` MJX steps of `model` with the control held at `action`."""
         data = data.replace(ctrl=action)
 
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
-            return mjx.step(self.mjx_model, data), None
+            return mjx.step(model, data), None
 
         data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps)
         return data

@@ -6,8 +6,11 @@ frozen `TrainConfig` and checks every value before anything compiles.
 """
 
 import dataclasses
+import json
+import math
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -15,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 import envs
 
 LOGGER_MODES = ("offline", "online", "disabled")
+RANDOMIZATION_MODES = ("none", "uniform", "from_sysid")
 CRITIC_TARGETS = ("td_lambda", "one_step")
 
 
@@ -77,6 +81,20 @@ class AlgoConfig:
 
 
 @dataclass(frozen=True)
+class RandomizationConfig:
+    """Domain randomisation of physical parameters, sampled per episode (gradients still flow)."""
+
+    mode: str = "none"
+    """none, uniform (from `ranges`) or from_sysid (from a sysid report)."""
+    ranges: dict[str, list[float]] = field(default_factory=dict)
+    """uniform: element:name:attribute -> [low, high]."""
+    report: str = ""
+    """from_sysid: path of a sysid.json written by launch/sysid.py."""
+    num_std: float = 2.0
+    """from_sysid: sample within estimate * exp(+-num_std * relative standard error)."""
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Periodic deterministic evaluation during training."""
 
@@ -110,6 +128,7 @@ class TrainConfig:
 
     env: EnvConfig = EnvConfig()
     algo: AlgoConfig = AlgoConfig()
+    randomization: RandomizationConfig = RandomizationConfig()
     eval: EvalConfig = EvalConfig()
     logger: LoggerConfig = LoggerConfig()
     seed: int = 0
@@ -134,6 +153,8 @@ def _schema(cls: type) -> type:
         if dataclasses.is_dataclass(hints[f.name]):
             twin = _schema(hints[f.name])
             fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
+        elif f.default_factory is not dataclasses.MISSING:
+            fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
         else:
             fields.append((f.name, hints[f.name], dataclasses.field(default=f.default)))
     return dataclasses.make_dataclass(cls.__name__, fields)
@@ -211,14 +232,56 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"eval.every must be >= 0, got {cfg.eval.every}")
     if cfg.logger.mode not in LOGGER_MODES:
         raise ConfigError(f"unknown logger.mode '{cfg.logger.mode}'; available: {', '.join(LOGGER_MODES)}")
-    episode_length = make_env(cfg.env).episode_length
+    if cfg.randomization.mode not in RANDOMIZATION_MODES:
+        raise ConfigError(
+            f"unknown randomization.mode '{cfg.randomization.mode}'; available: {', '.join(RANDOMIZATION_MODES)}"
+        )
+    try:
+        episode_length = make_env(cfg.env, cfg.randomization).episode_length
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(str(e)) from None
     if algo.horizon > episode_length:
         raise ConfigError(
             f"algo.horizon={algo.horizon} is longer than the episode of '{cfg.env.name}' ({episode_length} steps)"
         )
 
 
-def make_env(env_cfg: EnvConfig) -> "envs.MjxEnv":
-    """The environment an `EnvConfig` names, with its overrides."""
+def make_env(env_cfg: EnvConfig, randomization: RandomizationConfig | None = None) -> "envs.MjxEnv":
+    """The environment an `EnvConfig` names, with its overrides and domain randomisation."""
     overrides = {} if env_cfg.episode_length is None else {"episode_length": env_cfg.episode_length}
-    return envs.make(env_cfg.name, **overrides)
+    env = envs.make(env_cfg.name, **overrides)
+    if randomization is not None and randomization.mode != "none":
+        env.randomize(randomization_ranges(randomization))
+    return env
+
+
+def randomization_ranges(cfg: RandomizationConfig) -> dict[str, tuple[float, float]]:
+    """Parameter ranges of a uniform or from_sysid randomisation.
+
+    Raises:
+        ValueError: no ranges, or a report without parameters. FileNotFoundError: no report.
+    """
+    if cfg.mode == "uniform":
+        if not cfg.ranges:
+            raise ValueError(
+                "randomization.mode=uniform needs randomization.ranges, e.g. {joint:hinge:damping: [0.02, 0.08]}"
+            )
+        for key, bounds in cfg.ranges.items():
+            if len(bounds) != 2:
+                raise ValueError(f"randomization.ranges['{key}'] must be [low, high], got {list(bounds)}")
+        return {key: (float(low), float(high)) for key, (low, high) in cfg.ranges.items()}
+    if not cfg.report:
+        raise ValueError("randomization.mode=from_sysid needs randomization.report=<path of a sysid.json>")
+    path = Path(cfg.report)
+    if not path.is_file():
+        raise FileNotFoundError(f"randomization.report: no sysid report at '{cfg.report}'")
+    parameters = json.loads(path.read_text()).get("parameters", {})
+    if not parameters:
+        raise ValueError(f"randomization.report '{cfg.report}' holds no parameters")
+    return {
+        key: (
+            entry["estimate"] * math.exp(-cfg.num_std * entry["relative_std"]),
+            entry["estimate"] * math.exp(cfg.num_std * entry["relative_std"]),
+        )
+        for key, entry in parameters.items()
+    }
