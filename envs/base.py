@@ -23,6 +23,7 @@ from flax import struct
 from mujoco import mjx
 
 from envs.parameters import ModelParameter, parse_all, write_all
+from envs.smoothing import Smoothing, clip_gradient
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -106,6 +107,11 @@ class MjxEnv(BraxEnv, abc.ABC):
         self.episode_length = episode_length
         self.randomized: tuple[ModelParameter, ...] = ()
         self.randomization_ranges = np.zeros((0, 2))
+        self.smoothing = Smoothing()
+
+    def smooth(self, smoothing: Smoothing) -> None:
+        """Simulates and differentiates contacts as `smoothing` says (see `envs.smoothing`)."""
+        self.smoothing = smoothing
 
     def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
         """Samples the named model parameters per episode at reset, uniformly in [low, high].
@@ -197,11 +203,17 @@ class MjxEnv(BraxEnv, abc.ABC):
         )
 
     def physics_step(self, data: mjx.Data, action: jax.Array, model: mjx.Model) -> mjx.Data:
-        """`n_substeps` MJX steps of `model` with the control held at `action`."""
+        """`n_substeps` MJX steps of `model` with the control held at `action`.
+
+        Contacts follow `self.smoothing`; with `state_grad_clip` the gradient
+        flowing back into `data` is clipped to that norm.
+        """
+        if self.smoothing.state_grad_clip > 0:
+            data = clip_gradient(data, self.smoothing.state_grad_clip)
         data = data.replace(ctrl=action)
 
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
-            return mjx.step(model, data), None
+            return self.smoothing.step(model, data), None
 
         data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps)
         return data

@@ -48,7 +48,7 @@ def main(argv: list[str]) -> None:
         config = load_config(run_dir)
     except FileNotFoundError as e:
         sys.exit(str(e))
-    env = make_env(config.env, config.randomization)
+    env = make_env(config.env, config.randomization, config.smoothing)
     shac = Shac(config.algo, env)
     template = shac.init(jax.random.key(0))
     try:

@@ -45,14 +45,16 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.parameters import ModelParameter
+    from envs.parameters import ModelParameter, parse_assignments
     from shac import sysid
 
     env = envs.make(args.env)
     model = env.mj_model
-    for item in args.true_params:
-        key, _, value = item.partition("=")
-        ModelParameter.parse(key, model).write_mj(model, float(value))
+    try:
+        for key, value in parse_assignments(args.true_params).items():
+            ModelParameter.parse(key, model).write_mj(model, value)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     if len(args.amplitudes) != len(args.frequencies):
         sys.exit(f"amplitudes ({len(args.amplitudes)}) and frequencies ({len(args.frequencies)}) differ in length")
     start = jax.device_get(env.initial_data(jax.random.key(args.seed)))

@@ -10,12 +10,16 @@ import jax
 DEFAULT_CACHE = Path.home() / ".cache" / "shac" / "jax"
 
 
-def configure_runtime() -> None:
-    """Turns on JAX's persistent compilation cache and headless MuJoCo rendering.
+def configure_runtime(precision: str = "float32") -> None:
+    """Turns on JAX's persistent compilation cache, headless MuJoCo rendering and the precision.
 
     The cache lives in `$SHAC_JAX_CACHE` (default ~/.cache/shac/jax); set
-    `SHAC_JAX_CACHE=off` to disable it.
+    `SHAC_JAX_CACHE=off` to disable it. `precision="float64"` enables
+    jax_enable_x64 and the highest matmul precision, before any array exists.
     """
+    if precision == "float64":
+        jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_default_matmul_precision", "highest")
     os.environ.setdefault("MUJOCO_GL", "egl")
     cache = os.environ.get("SHAC_JAX_CACHE", str(DEFAULT_CACHE))
     if cache != "off":

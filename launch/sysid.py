@@ -1,7 +1,7 @@
 """Identify model parameters from recorded data, with an identifiability report.
 
     python launch/sysid.py data=pendulum.npz env=pendulum_swingup \\
-        params=[joint:hinge:damping,joint:hinge:frictionloss] init.joint:hinge:frictionloss=0.1
+        params=[joint:hinge:damping,joint:hinge:frictionloss] init=[joint:hinge:frictionloss=0.1]
 
 Writes <out>/sysid.json (estimates, standard errors, confidence intervals,
 Fisher eigen-directions, flags, fit history, gradient cost of autodiff versus
@@ -30,10 +30,10 @@ class SysidArgs:
     """Registered environment whose MJCF model is calibrated."""
     params: list[str] = field(default_factory=list)
     """Parameters as element:name:attribute, e.g. joint:hinge:damping."""
-    init: dict[str, float] = field(default_factory=dict)
-    """Initial guesses by parameter (default: the model's values, which must be > 0)."""
-    upper: dict[str, float] = field(default_factory=dict)
-    """Upper bounds by parameter (default: none; every parameter is kept > 0)."""
+    init: list[str] = field(default_factory=list)
+    """Initial guesses as element:name:attribute=value (default: the model's values, which must be > 0)."""
+    upper: list[str] = field(default_factory=list)
+    """Upper bounds as element:name:attribute=value (default: none; every parameter is kept > 0)."""
     segment_length: int = 20
     """Samples per multiple-shooting segment."""
     steps: int = 50
@@ -71,15 +71,15 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.parameters import ModelParameter
+    from envs.parameters import ModelParameter, parse_assignments
     from shac import identifiability, sysid
 
     try:
         env = envs.make(args.env)
         model = env.mj_model
-        for key, value in args.init.items():
+        for key, value in parse_assignments(args.init).items():
             ModelParameter.parse(key, model).write_mj(model, value)
-        bounds = {key: sysid.Bounds(upper=value) for key, value in args.upper.items()}
+        bounds = {key: sysid.Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
         problem = sysid.Problem(model, args.params, sysid.Trajectory.load(args.data), args.segment_length, bounds)
         problem.to_theta(problem.initial_values)
     except (ValueError, FileNotFoundError) as e:

@@ -25,7 +25,7 @@ def main(cfg: DictConfig) -> None:
         config = to_train_config(cfg)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
-    configure_runtime()
+    configure_runtime(config.precision)
     from shac.train import train
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)

@@ -16,8 +16,10 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 import envs
+from envs.smoothing import Smoothing
 
 LOGGER_MODES = ("offline", "online", "disabled")
+PRECISIONS = ("float32", "float64")
 RANDOMIZATION_MODES = ("none", "uniform", "from_sysid")
 CRITIC_TARGETS = ("td_lambda", "one_step")
 
@@ -128,16 +130,43 @@ class TrainConfig:
 
     env: EnvConfig = EnvConfig()
     algo: AlgoConfig = AlgoConfig()
+    smoothing: Smoothing = Smoothing()
     randomization: RandomizationConfig = RandomizationConfig()
     eval: EvalConfig = EvalConfig()
     logger: LoggerConfig = LoggerConfig()
     seed: int = 0
     """Seed of all randomness (initialisation, resets, action noise)."""
+    precision: str = "float32"
+    """float32, or float64 (jax_enable_x64) against overflowing gradients in long contact-rich windows."""
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What launch/diagnose.py measures."""
+
+    horizons: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+    """Window lengths at which gradient statistics are taken."""
+    num_envs: int = 8
+    """Environments per seed."""
+    seeds: int = 8
+    """Independent rollouts (initial states and action noise) for the variance across seeds."""
+    compare_smoothing: bool = True
+    """Measure none, soft and straight_through side by side (soft parameters from `smoothing`)."""
+    run_dir: str = ""
+    """A training run whose final policy is diagnosed; empty: a freshly initialised policy."""
+
+
+@dataclass(frozen=True)
+class DiagnoseConfig(TrainConfig):
+    """A training config (env, smoothing, algo networks...) plus the diagnostics' options."""
+
+    diagnose: DiagnoseOptions = DiagnoseOptions()
 
 
 def register_configs() -> None:
-    """Registers the schema `base_config` that `configs/config.yaml` extends."""
+    """Registers the schemas that `configs/config.yaml` and `configs/diagnose.yaml` extend."""
     ConfigStore.instance().store(name="base_config", node=_schema(TrainConfig))
+    ConfigStore.instance().store(name="base_diagnose_config", node=_schema(DiagnoseConfig))
 
 
 def _schema(cls: type) -> type:
@@ -173,15 +202,18 @@ def _build(cls: type, values: dict):
     return cls(**kwargs)
 
 
-def to_train_config(cfg: DictConfig | dict) -> TrainConfig:
-    """Validates a composed config (or its plain-dict form) and returns a frozen `TrainConfig`.
+def to_train_config(cfg: DictConfig | dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
+    """Validates a composed config (or its plain-dict form) and returns it frozen, as `cls`.
 
     Raises:
         ConfigError: naming the first bad value and what would be accepted.
     """
     if isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)
-    config = _build(TrainConfig, cfg)
+    try:
+        config = _build(cls, cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     validate(config)
     return config
 
@@ -232,12 +264,14 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"eval.every must be >= 0, got {cfg.eval.every}")
     if cfg.logger.mode not in LOGGER_MODES:
         raise ConfigError(f"unknown logger.mode '{cfg.logger.mode}'; available: {', '.join(LOGGER_MODES)}")
+    if cfg.precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision '{cfg.precision}'; available: {', '.join(PRECISIONS)}")
     if cfg.randomization.mode not in RANDOMIZATION_MODES:
         raise ConfigError(
             f"unknown randomization.mode '{cfg.randomization.mode}'; available: {', '.join(RANDOMIZATION_MODES)}"
         )
     try:
-        episode_length = make_env(cfg.env, cfg.randomization).episode_length
+        episode_length = make_env(cfg.env, cfg.randomization, cfg.smoothing).episode_length
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from None
     if algo.horizon > episode_length:
@@ -246,10 +280,14 @@ def validate(cfg: TrainConfig) -> None:
         )
 
 
-def make_env(env_cfg: EnvConfig, randomization: RandomizationConfig | None = None) -> "envs.MjxEnv":
-    """The environment an `EnvConfig` names, with its overrides and domain randomisation."""
+def make_env(
+    env_cfg: EnvConfig, randomization: RandomizationConfig | None = None, smoothing: Smoothing | None = None
+) -> "envs.MjxEnv":
+    """The environment an `EnvConfig` names, with its overrides, domain randomisation and contact smoothing."""
     overrides = {} if env_cfg.episode_length is None else {"episode_length": env_cfg.episode_length}
     env = envs.make(env_cfg.name, **overrides)
+    if smoothing is not None:
+        env.smooth(smoothing)
     if randomization is not None and randomization.mode != "none":
         env.randomize(randomization_ranges(randomization))
     return env

@@ -26,7 +26,7 @@ def train(config: TrainConfig, run_dir: Path) -> tuple[TrainState, dict]:
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(run_dir, config)
-    env = make_env(config.env, config.randomization)
+    env = make_env(config.env, config.randomization, config.smoothing)
     shac = Shac(config.algo, env)
     key, eval_key = jax.random.split(jax.random.key(config.seed))
     epoch_fn = jax.jit(shac.epoch)

@@ -1,0 +1,78 @@
+"""Gradient diagnostics: Jacobian checks, the horizon verdict, and the diagnose command."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+import envs
+from shac import diagnostics
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pendulum_jacobian_matches_finite_differences_and_mujoco():
+    # float64, one physics step per control step, so MuJoCo's mjd_transitionFD applies too
+    with jax.enable_x64(True):
+        env = envs.make("pendulum_swingup", ctrl_dt=0.01)
+        report = diagnostics.jacobian_check(env, diagnostics.initial_state(env), eps=1e-6)
+    assert report["dtype"] == "float64"
+    for block, error in report["finite_difference"].items():
+        assert error < 1e-3, (block, error)
+    for block, error in report["mujoco_transition_fd"].items():
+        assert error < 1e-3, (block, error)
+
+
+def sweep(norms, variances, nonfinite=None):
+    return {
+        "horizons": [1, 2, 4, 8][: len(norms)],
+        "param_grad_norm": norms,
+        "param_grad_relative_variance": variances,
+        "nonfinite_fraction": nonfinite or [0.0] * len(norms),
+        "contact_change_fraction": 0.25,
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "expected", "reason"),
+    [
+        (sweep([1.0, 3.0, 9.0, 27.0], [0.1, 0.2, 0.3, 0.4]), 8, "every horizon tried qualified"),
+        (sweep([1.0, 3.0, 500.0], [0.1, 0.2, 0.3]), 2, "h=4: gradient norm 500 is over 100x"),
+        (sweep([1.0, 3.0, 9.0], [0.1, 2.5, 0.3]), 1, "h=2: relative variance across seeds 2.5 > 1"),
+        (sweep([1.0, 3.0, 9.0], [0.1, 0.2, 0.3], [0.0, 0.0, 0.5]), 2, "h=4: non-finite gradients in 50% of seeds"),
+    ],
+)
+def test_suggested_horizon_and_its_reasoning(case, expected, reason):
+    horizon, reasoning = diagnostics.suggest_horizon(case)
+    assert horizon == expected
+    assert reason in reasoning and "contacts change in 25.0% of steps" in reasoning
+
+
+def test_diagnose_cli_writes_report_and_figure(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "launch/diagnose.py",
+            "env=pendulum_swingup",
+            "diagnose.horizons=[1,4]",
+            "diagnose.seeds=2",
+            "diagnose.num_envs=2",
+            "diagnose.compare_smoothing=false",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    sweep_none = report["sweeps"]["none"]
+    assert sweep_none["horizons"] == [1, 4] and sweep_none["suggested_horizon"] in (1, 4)
+    assert all(n > 0 for n in sweep_none["param_grad_norm"] + sweep_none["action_grad_norm"])
+    assert set(report["jacobian"]["finite_difference"]) == {"qpos", "qvel", "action"}
+    assert (tmp_path / "gradients.png").stat().st_size > 1000
+    assert "[none] suggested horizon" in result.stdout

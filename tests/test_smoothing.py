@@ -1,0 +1,84 @@
+"""Contact smoothing modes and state-gradient clipping on a ball bouncing off the floor."""
+
+import re
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from mujoco import mjx
+
+from envs.smoothing import Smoothing, clip_gradient
+
+MODEL = mjx.put_model(mujoco.MjModel.from_xml_path(str(Path(__file__).parent / "assets" / "ball.xml")), impl="jax")
+SOFT = dict(timeconst=0.1, dampratio=1.0)
+
+
+def height_after_impact(smoothing: Smoothing, down_speed: jax.Array) -> jax.Array:
+    """Ball height after 40 steps (0.2 s), dropped from 0.15 m onto the floor at `down_speed`."""
+    data = mjx.make_data(MODEL)
+    data = data.replace(qpos=data.qpos.at[2].set(0.15), qvel=data.qvel.at[2].set(-down_speed))
+    data = jax.lax.fori_loop(0, 40, lambda _, d: smoothing.step(MODEL, d), data)
+    return data.qpos[2]
+
+
+@pytest.fixture(scope="module")
+def values_and_grads():
+    results = {}
+    for mode in ("none", "soft", "straight_through"):
+        f = jax.jit(jax.value_and_grad(lambda v, m=mode: height_after_impact(Smoothing(mode=m, **SOFT), v)))
+        results[mode] = tuple(float(x) for x in f(jnp.array(1.0)))
+    return results
+
+
+def test_soften_sets_contact_parameters():
+    soft = Smoothing(mode="soft", timeconst=0.1, dampratio=0.5, margin=0.01).soften(MODEL)
+    np.testing.assert_allclose(soft.geom_solref, [[0.1, 0.5], [0.1, 0.5]])
+    np.testing.assert_allclose(soft.geom_margin, np.asarray(MODEL.geom_margin) + 0.01)
+
+
+def test_soft_contacts_change_the_motion(values_and_grads):
+    assert values_and_grads["soft"][0] != pytest.approx(values_and_grads["none"][0], abs=1e-4)
+
+
+def test_straight_through_has_the_physical_value_and_a_usable_gradient(values_and_grads):
+    value, grad = values_and_grads["straight_through"]
+    assert value == pytest.approx(values_and_grads["none"][0], abs=1e-6)
+    assert all(np.isfinite(v) for pair in values_and_grads.values() for v in pair)
+    # the hard contact all but erases the dependence on the impact speed; the softened
+    # gradient (taken along the physical trajectory) keeps it
+    assert abs(values_and_grads["none"][1]) < 0.01 < abs(grad)
+
+
+def test_one_straight_through_step_has_exactly_the_soft_derivative():
+    data = mjx.make_data(MODEL)
+    data = data.replace(qpos=data.qpos.at[2].set(0.099), qvel=data.qvel.at[2].set(-1.0))  # touching the floor
+
+    def vertical_speed(mode, v):
+        return Smoothing(mode=mode, **SOFT).step(MODEL, data.replace(qvel=data.qvel.at[2].set(v))).qvel[2]
+
+    straight, soft = (
+        jax.jit(jax.value_and_grad(lambda v, m=m: vertical_speed(m, v))) for m in ("straight_through", "soft")
+    )
+    assert float(straight(-1.0)[1]) == pytest.approx(float(soft(-1.0)[1]), rel=1e-5)
+    assert float(straight(-1.0)[0]) == pytest.approx(float(vertical_speed("none", -1.0)), abs=1e-6)
+
+
+def test_state_gradient_clip_bounds_the_norm():
+    data = mjx.make_data(MODEL).replace(qvel=jnp.ones(6))
+
+    def energy(qvel, max_norm):
+        return jnp.sum(clip_gradient(data.replace(qvel=qvel), max_norm).qvel ** 2)
+
+    qvel = 3.0 * jnp.ones(6)
+    np.testing.assert_allclose(jax.grad(energy)(qvel, 1e6), 2 * qvel)  # unclipped: 2 qvel, norm 14.7
+    assert float(jnp.linalg.norm(jax.grad(energy)(qvel, 0.5))) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_bad_smoothing_values_are_named():
+    with pytest.raises(ValueError, match=re.escape("unknown smoothing mode 'smooth'; available: none, soft")):
+        Smoothing(mode="smooth")
+    with pytest.raises(ValueError, match="timeconst and dampratio must be > 0"):
+        Smoothing(mode="soft", timeconst=0.0)

@@ -1,0 +1,50 @@
+"""launch/summarize.py groups runs by a config value and reports mean and spread."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fake_run(path: Path, mode: str, returns: list[float]):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"env": {"name": "ant"}, "smoothing": {"mode": mode}}))
+    lines = [
+        json.dumps({"epoch": i + 1, "env_steps": 2048 * (i + 1), "wall_time_s": 10.0 * (i + 1), "eval/mean_return": r})
+        for i, r in enumerate(returns)
+    ]
+    lines.insert(1, json.dumps({"epoch": 1, "env_steps": 2048, "wall_time_s": 10.0, "eval/mean_return": None}))
+    (path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_summary_table_and_figure(tmp_path):
+    fake_run(tmp_path / "a", "none", [1.0, 3.0])
+    fake_run(tmp_path / "b", "none", [2.0, 5.0])
+    fake_run(tmp_path / "c", "soft", [4.0, 6.0])
+    result = subprocess.run(
+        [sys.executable, "launch/summarize.py", str(tmp_path), "group_by=smoothing.mode"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    # none: finals 3 and 5 -> 4.0 ± 1.0; soft: one run, 6.0 ± 0.0; 2 records -> 4,096 steps, 20 s
+    assert "| none | 2 | 4,096 | 20 | 4.0 ± 1.0 | 4.0 ± 1.0 |" in result.stdout
+    assert "| soft | 1 | 4,096 | 20 | 6.0 ± 0.0 | 6.0 ± 0.0 |" in result.stdout
+    assert (tmp_path / "summary.png").stat().st_size > 1000
+    assert (tmp_path / "summary.md").read_text().startswith("| smoothing.mode |")
+
+
+def test_unknown_key_is_named(tmp_path):
+    fake_run(tmp_path / "a", "none", [1.0])
+    result = subprocess.run(
+        [sys.executable, "launch/summarize.py", str(tmp_path), "group_by=algo.horizon"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0 and "config key 'algo.horizon' not found" in result.stderr
