@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from envs.ant import Ant
 from envs.base import MjxEnv, NotDifferentiableError, State, check_differentiable
 from envs.cartpole_swingup import CartPoleSwingUp
+from envs.half_cheetah import HalfCheetah
+from envs.hopper import Hopper
+from envs.humanoid import Humanoid
 from envs.pendulum_swingup import PendulumSwingUp
 
 _REGISTRY: dict[str, type[MjxEnv]] = {
+    "ant": Ant,
     "cartpole_swingup": CartPoleSwingUp,
+    "half_cheetah": HalfCheetah,
+    "hopper": Hopper,
+    "humanoid": Humanoid,
     "pendulum_swingup": PendulumSwingUp,
 }
 

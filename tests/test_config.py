@@ -60,7 +60,10 @@ def test_command_line_overrides_win_over_env_defaults():
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("env.name=antt", "unknown env 'antt'; available: cartpole_swingup, pendulum_swingup"),
+        (
+            "env.name=antt",
+            "unknown env 'antt'; available: ant, cartpole_swingup, half_cheetah, hopper, humanoid, pendulum_swingup",
+        ),
         ("algo.horizon=0", "algo.horizon must be > 0, got 0"),
         ("algo.num_envs=-4", "algo.num_envs must be > 0, got -4"),
         ("algo.gamma=1.5", r"algo.gamma must be in \(0, 1\], got 1.5"),

@@ -1,6 +1,5 @@
-"""Every registered environment: jitted reset/step, shapes, finite values and gradients."""
+"""Every registered environment: batched reset and rollouts, shapes, finite values and gradients."""
 
-import functools
 import re
 
 import jax
@@ -12,61 +11,74 @@ from brax.envs.wrappers import training as brax_training
 
 import envs
 from envs.base import ASSETS
-
-
-@functools.cache
-def make(name):
-    return envs.make(name)
+from tests import env_runs
 
 
 @pytest.mark.parametrize("name", envs.names())
-def test_reset_and_step_shapes_and_finite(name):
-    env = make(name)
-    state = jax.jit(env.reset)(jax.random.key(0))
-    assert state.obs.shape == (env.observation_size,)
-    action = jnp.linspace(-1.0, 1.0, env.action_size)
-    state = jax.jit(env.step)(state, action)
-    assert state.obs.shape == (env.observation_size,)
-    for value in (state.reward, state.done, state.terminated, state.truncated):
-        assert value.shape == ()
-    assert np.isfinite(np.asarray(state.obs)).all() and np.isfinite(float(state.reward))
-    assert float(state.pipeline_state.time) == pytest.approx(env.ctrl_dt, rel=1e-5)
+def test_reset_gives_finite_observations_of_the_declared_size(name):
+    env = env_runs.make(name)
+    states = env_runs.initial_states(name)
+    assert states.obs.shape == (env_runs.N_ENVS, env.observation_size)
+    assert np.isfinite(np.asarray(states.obs)).all()
+    for value in (states.reward, states.done, states.terminated, states.truncated):
+        np.testing.assert_array_equal(value, np.zeros(env_runs.N_ENVS))
+    assert float(jnp.abs(states.pipeline_state.time).max()) == 0.0
 
 
 @pytest.mark.parametrize("name", envs.names())
-def test_gradient_of_16_step_return_is_finite_and_nonzero(name):
-    env = make(name)
-    states = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), 4))
+def test_1000_random_steps_stay_finite_and_consistent(name):
+    env = env_runs.make(name)
+    trace = env_runs.random_rollout(name)
+    steps, n = env_runs.ROLLOUT_STEPS, env_runs.N_ENVS
+    assert trace.obs.shape == (steps, n, env.observation_size)
+    for value in (trace.reward, trace.done, trace.terminated, trace.truncated, *trace.metrics.values()):
+        assert value.shape == (steps, n)
+    assert np.isfinite(np.asarray(trace.obs)).all()
+    assert np.isfinite(np.asarray(trace.reward)).all()
+    # the reward is the sum of the terms reported as metrics
+    np.testing.assert_allclose(sum(trace.metrics.values()), trace.reward, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(trace.time[0], env.ctrl_dt, rtol=1e-5)
+    # an episode ends by termination or by truncation, never both
+    np.testing.assert_array_equal(trace.done, np.maximum(trace.terminated, trace.truncated))
+    assert not (np.asarray(trace.terminated) * np.asarray(trace.truncated)).any()
 
-    def total_return(actions):
-        def step(state, action):
-            state = jax.vmap(env.step)(state, action)
-            return state, state.reward
 
-        _, rewards = jax.lax.scan(step, states, actions)
-        return rewards.sum()
-
-    actions = 0.3 * jax.random.normal(jax.random.key(2), (16, 4, env.action_size))
-    grads = jax.jit(jax.grad(total_return))(actions)
+@pytest.mark.parametrize("name", envs.names())
+def test_gradient_of_32_step_return_is_finite_and_nonzero(name):
+    env = env_runs.make(name)
+    shape = (env_runs.GRADIENT_STEPS, env_runs.N_ENVS, env.action_size)
+    actions = 0.3 * jax.random.normal(jax.random.key(2), shape)
+    grads = env_runs.return_gradient(name)(actions, env_runs.initial_states(name, seed=1))
+    assert grads.shape == shape
     assert np.isfinite(np.asarray(grads)).all()
     assert float(jnp.abs(grads).max()) > 0.0
 
 
 @pytest.mark.parametrize("name", envs.names())
 def test_time_limit_truncates_without_terminating(name):
-    env = envs.make(name, episode_length=5)
+    # start 5 control steps before the end of the episode; zero actions
+    env = env_runs.make(name)
+    states = env_runs.initial_states(name)
+    data = states.pipeline_state
+    near_end = data.replace(time=jnp.full_like(data.time, (env.episode_length - 5) * env.ctrl_dt))
+    trace = env_runs.rollout(name)(states.replace(pipeline_state=near_end), env_runs.zero_actions(name))
+    for env_index in range(env_runs.N_ENVS):
+        np.testing.assert_array_equal(trace.done[:5, env_index], [0, 0, 0, 0, 1])
+        np.testing.assert_array_equal(trace.truncated[:5, env_index], [0, 0, 0, 0, 1])
+        np.testing.assert_array_equal(trace.terminated[:5, env_index], 0)
+
+
+def test_episode_length_override_moves_the_time_limit():
+    env = envs.make("pendulum_swingup", episode_length=5)
 
     def run(key):
         def step(state, _):
             state = env.step(state, jnp.zeros(env.action_size))
-            return state, (state.done, state.truncated, state.terminated)
+            return state, state.truncated
 
         return jax.lax.scan(step, env.reset(key), None, length=5)[1]
 
-    done, truncated, terminated = jax.jit(run)(jax.random.key(0))
-    np.testing.assert_array_equal(done, [0, 0, 0, 0, 1])
-    np.testing.assert_array_equal(truncated, [0, 0, 0, 0, 1])
-    np.testing.assert_array_equal(terminated, 0)
+    np.testing.assert_array_equal(jax.jit(run)(jax.random.key(0)), [0, 0, 0, 0, 1])
 
 
 def test_brax_training_wrappers_run_the_same_env():
@@ -87,7 +99,8 @@ def test_brax_training_wrappers_run_the_same_env():
 
 
 def test_unknown_env_names_the_available_ones():
-    with pytest.raises(ValueError, match="unknown env 'antt'; available: cartpole_swingup, pendulum_swingup"):
+    available = "ant, cartpole_swingup, half_cheetah, hopper, humanoid, pendulum_swingup"
+    with pytest.raises(ValueError, match=f"unknown env 'antt'; available: {available}"):
         envs.make("antt")
 
 
