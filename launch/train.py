@@ -12,6 +12,7 @@ current epoch with a checkpoint, exiting with 128 + the signal number.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -20,8 +21,6 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from launch.runtime import configure_compile_cache, headless_rendering
-
-LAUNCH_OPTIONS = ("resume", "compile_cache")
 
 
 def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
@@ -32,7 +31,7 @@ def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
 @hydra.main(version_base=None, config_path="../configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     from shac.checkpoint import CheckpointError
-    from shac.config import ConfigError, apply_overrides, split_launch_config, to_train_config
+    from shac.config import ConfigError, LaunchOptions, apply_overrides, split_launch_config, to_train_config
     from shac.serialization import load_config
 
     values, options = split_launch_config(cfg)
@@ -40,7 +39,8 @@ def main(cfg: DictConfig) -> None:
     run_dir = Path(options.resume) if resume else Path(HydraConfig.get().runtime.output_dir)
     try:
         if resume:
-            overrides = [o for o in HydraConfig.get().overrides.task if o.split("=")[0] not in LAUNCH_OPTIONS]
+            options_keys = {f.name for f in dataclasses.fields(LaunchOptions)}
+            overrides = [o for o in HydraConfig.get().overrides.task if o.split("=")[0] not in options_keys]
             config = apply_overrides(load_config(run_dir), overrides)
         else:
             config = to_train_config(values)
