@@ -11,9 +11,9 @@ A checkpoint `<run_dir>/checkpoints/<epoch>/` holds two items:
 
 Orbax writes each checkpoint into a temporary directory and renames it when it is
 complete, so a run killed mid-save never leaves a checkpoint that looks complete;
-a writer (a training run) deletes such leftovers when it starts. Saving is asynchronous: `save`
-returns once the arrays are on the host and the files are written in the
-background.
+a writer (a training run) deletes such leftovers when it starts. Saving is
+asynchronous: `save` returns once the arrays are on the host and the files are
+written in the background.
 """
 
 from __future__ import annotations
@@ -86,8 +86,12 @@ def nonfinite_arrays(arrays: Arrays) -> list[str]:
     return [name for name, x in host.items() if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all()]
 
 
-def shape_mismatches(saved: dict[str, tuple[tuple[int, ...], str]], wanted: dict[str, tuple[tuple[int, ...], str]]):
-    """Human-readable differences between two `{name: (shape, dtype)}` layouts."""
+Layout = dict[str, tuple[tuple[int, ...], str]]
+"""Array name -> (shape, dtype name)."""
+
+
+def shape_mismatches(saved: Layout, wanted: Layout) -> list[str]:
+    """Human-readable differences between two layouts."""
     problems = []
     for name in sorted(saved.keys() | wanted.keys()):
         if name not in wanted:

@@ -100,18 +100,16 @@ def load_run_policy(run_dir: Path, checkpoint: int | None = None) -> RunPolicy:
             normalizer=normalizer,
             source=policy_file,
         )
-    checkpoints = Checkpointer(run_dir)
-    if checkpoint is None:
-        state = checkpoints.restore_latest(abstract, config)
-        checkpoint = int(state.epoch)
-    else:
-        state = checkpoints.restore(checkpoint, abstract, config)
-    checkpoints.close()
+    with Checkpointer(run_dir) as checkpoints:
+        if checkpoint is None:
+            state = checkpoints.restore_latest(abstract, config)
+        else:
+            state = checkpoints.restore(checkpoint, abstract, config)
     return RunPolicy(
         config=config,
         env=env,
         actor=shac.actor,
         actor_params=state.actor_params,
         normalizer=state.normalizer,
-        source=checkpoints.path(checkpoint),
+        source=checkpoints.path(int(state.epoch)),
     )

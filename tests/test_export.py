@@ -1,6 +1,7 @@
 """Policy export: ONNX and jax.export artifacts that reproduce the JAX policy, and a refusal when they do not."""
 
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,7 @@ def policy():
         count=jnp.array(1000.0), mean=jnp.array([0.5, -0.2, 1.0]), var=jnp.array([0.3, 0.4, 4.0])
     )
     return RunPolicy(
-        config=CONFIG, env=env, actor=shac.actor, actor_params=actor_params, normalizer=normalizer, source="test"
+        config=CONFIG, env=env, actor=shac.actor, actor_params=actor_params, normalizer=normalizer, source=Path("test")
     )
 
 
