@@ -33,7 +33,7 @@ def main(cfg: DictConfig) -> None:
     options = config.diagnose
     if not options.horizons or min(options.horizons) < 1 or options.num_envs < 1 or options.seeds < 2:
         sys.exit(f"config error: need horizons >= 1, num_envs >= 1 and seeds >= 2, got {options}")
-    configure_runtime(config.precision)
+    configure_runtime(precision=config.precision)
     import jax
 
     from shac import diagnostics

@@ -8,21 +8,49 @@ from pathlib import Path
 import jax
 
 DEFAULT_CACHE = Path.home() / ".cache" / "shac" / "jax"
+CACHE_ENV = "SHAC_JAX_CACHE"
 
 
-def configure_runtime(precision: str = "float32") -> None:
-    """Turns on JAX's persistent compilation cache, headless MuJoCo rendering and the precision.
+def headless_rendering() -> None:
+    """Selects MuJoCo's headless EGL backend unless `MUJOCO_GL` is set; call before importing mujoco.
 
-    The cache lives in `$SHAC_JAX_CACHE` (default ~/.cache/shac/jax); set
-    `SHAC_JAX_CACHE=off` to disable it. `precision="float64"` enables
-    jax_enable_x64 and the highest matmul precision, before any array exists.
+    MuJoCo picks its OpenGL backend when it is first imported. Set
+    `MUJOCO_GL=osmesa` where EGL is missing.
     """
-    if precision == "float64":
-        jax.config.update("jax_enable_x64", True)
-        jax.config.update("jax_default_matmul_precision", "highest")
     os.environ.setdefault("MUJOCO_GL", "egl")
-    cache = os.environ.get("SHAC_JAX_CACHE", str(DEFAULT_CACHE))
-    if cache != "off":
+
+
+def compile_cache_dir(setting: str | None = None) -> str | None:
+    """The persistent compilation cache directory: `setting`, else `$SHAC_JAX_CACHE`, else the default.
+
+    Returns None when the cache is off (`off`).
+    """
+    cache = setting if setting is not None else os.environ.get(CACHE_ENV, str(DEFAULT_CACHE))
+    return None if cache == "off" else str(Path(cache).expanduser())
+
+
+def configure_compile_cache(setting: str | None = None) -> None:
+    """Turns on JAX's persistent compilation cache in `compile_cache_dir(setting)` (unless it is off).
+
+    Every compilation that takes a second or more is stored, so a relaunch of
+    the same config on the same machine skips most of its compile time.
+    """
+    cache = compile_cache_dir(setting)
+    if cache is not None:
         jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def configure_precision(precision: str) -> None:
+    """`float64`: jax_enable_x64 and the highest matmul precision (before any array exists); `float32`: nothing."""
+    if precision == "float64":
+        jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_default_matmul_precision", "highest")
+
+
+def configure_runtime(compile_cache: str | None = None, precision: str = "float32") -> None:
+    """Headless rendering, the persistent compilation cache and the precision (see the functions above)."""
+    headless_rendering()
+    configure_compile_cache(compile_cache)
+    configure_precision(precision)

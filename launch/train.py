@@ -2,38 +2,74 @@
 
 Hydra composes configs/config.yaml; the run directory is Hydra's output dir.
 Add `-m` for a sweep, e.g. `-m seed=0,1,2`.
+
+`python launch/train.py resume=<run_dir>` continues a run from its newest good
+checkpoint, in its directory and with its `config.json`; `key=value` overrides
+change that config (e.g. `algo.max_epochs=1000`) as long as the shapes of the
+training state stay the same. SIGINT (Ctrl-C) or SIGTERM stops a run after the
+current epoch with a checkpoint, exiting with 128 + the signal number.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from launch.runtime import configure_runtime
-from shac.config import ConfigError, register_configs, to_train_config
+from launch.runtime import configure_compile_cache, configure_precision, headless_rendering
 
-register_configs()
+
+def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
+    """Hydra resolver: `resuming` when `resume` is set, else `fresh` (run and .hydra directories)."""
+    return fresh if resume is None else resuming
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="config")
 def main(cfg: DictConfig) -> None:
+    from shac.checkpoint import CheckpointError
+    from shac.config import ConfigError, LaunchOptions, apply_overrides, split_launch_config, to_train_config
+    from shac.serialization import load_config
+
+    values, options = split_launch_config(cfg)
+    resume = options.resume is not None
+    run_dir = Path(options.resume) if resume else Path(HydraConfig.get().runtime.output_dir)
     try:
-        config = to_train_config(cfg)
+        if resume:
+            options_keys = {f.name for f in dataclasses.fields(LaunchOptions)}
+            overrides = [o for o in HydraConfig.get().overrides.task if o.split("=")[0] not in options_keys]
+            config = apply_overrides(load_config(run_dir), overrides)
+        else:
+            config = to_train_config(values)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
-    configure_runtime(config.precision)
-    from shac.train import train
+    except FileNotFoundError as e:
+        sys.exit(f"error: cannot resume: {e}")
+    configure_compile_cache(options.compile_cache)
+    configure_precision(config.precision)
+    from shac.train import TrainingInterrupted, train
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    _, record = train(config, run_dir)
+    try:
+        _, record = train(config, run_dir, resume=resume)
+    except ConfigError as e:
+        sys.exit(f"config error: {e}")
+    except (CheckpointError, FileExistsError) as e:
+        sys.exit(f"error: {e}")
+    except TrainingInterrupted as e:
+        print(e, file=sys.stderr)
+        sys.exit(128 + e.signal_number)
     print(f"run directory: {run_dir}")
     summary = {k: v for k, v in record.items() if k.startswith("eval/") or k in ("epoch", "env_steps", "wall_time_s")}
     print(summary)
 
 
 if __name__ == "__main__":
+    headless_rendering()  # before anything imports mujoco
+    from shac.config import register_configs
+
+    register_configs()
+    OmegaConf.register_new_resolver("when_resuming", when_resuming)
     main()

@@ -9,11 +9,15 @@ import dataclasses
 import json
 import math
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 import envs
 from envs.smoothing import Smoothing
@@ -122,6 +126,23 @@ class LoggerConfig:
     """Write metrics every this many epochs."""
     progress: bool = True
     """Show a progress bar."""
+    video_every: int = 0
+    """Render one deterministic episode to `videos/epoch_<k>.mp4` in the run directory (and
+    W&B) every this many epochs; 0 disables. Needs headless OpenGL (MUJOCO_GL=egl)."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Orbax checkpoints of the full training state in `<run_dir>/checkpoints/<epoch>/`.
+
+    A checkpoint is also written after the last epoch and when the run receives
+    SIGINT or SIGTERM; `launch/train.py resume=<run_dir>` continues from the newest.
+    """
+
+    every: int = 50
+    """Save every this many epochs; 0 saves only at the end and on SIGINT/SIGTERM."""
+    max_to_keep: int = 3
+    """Newest checkpoints kept on disk (>= 1); older ones are deleted."""
 
 
 @dataclass(frozen=True)
@@ -134,10 +155,23 @@ class TrainConfig:
     randomization: RandomizationConfig = RandomizationConfig()
     eval: EvalConfig = EvalConfig()
     logger: LoggerConfig = LoggerConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
     seed: int = 0
-    """Seed of all randomness (initialisation, resets, action noise)."""
+    """Seed of all randomness (initialisation, resets, action noise, evaluation)."""
     precision: str = "float32"
     """float32, or float64 (jax_enable_x64) against overflowing gradients in long contact-rich windows."""
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Options of one `launch/train.py` invocation; not part of the run's `TrainConfig`."""
+
+    resume: str | None = None
+    """Run directory to continue from its newest good checkpoint; its `config.json` is the
+    config, and `key=value` overrides on the command line change it (shapes must not change)."""
+    compile_cache: str | None = None
+    """JAX persistent compilation cache directory, or `off`; None uses `$SHAC_JAX_CACHE`,
+    else ~/.cache/shac/jax."""
 
 
 @dataclass(frozen=True)
@@ -164,28 +198,33 @@ class DiagnoseConfig(TrainConfig):
 
 
 def register_configs() -> None:
-    """Registers the schemas that `configs/config.yaml` and `configs/diagnose.yaml` extend."""
-    ConfigStore.instance().store(name="base_config", node=_schema(TrainConfig))
+    """Registers the schemas that `configs/config.yaml` and `configs/diagnose.yaml` extend.
+
+    `base_config` is `TrainConfig` with the `LaunchOptions` fields at the top level.
+    """
+    ConfigStore.instance().store(name="base_config", node=_schema(TrainConfig, extra=LaunchOptions))
     ConfigStore.instance().store(name="base_diagnose_config", node=_schema(DiagnoseConfig))
 
 
-def _schema(cls: type) -> type:
+def _schema(cls: type, extra: type | None = None) -> type:
     """A mutable twin of a frozen config dataclass, for Hydra to merge into.
 
     OmegaConf marks nodes built from frozen dataclasses read-only, which makes
     Hydra's defaults list unable to override them; the twin has the same
-    fields, types and defaults (nested configs become twins too).
+    fields, types and defaults (nested configs become twins too), plus the
+    fields of `extra`.
     """
-    hints = typing.get_type_hints(cls)
     fields = []
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[f.name]):
-            twin = _schema(hints[f.name])
-            fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
-        elif f.default_factory is not dataclasses.MISSING:
-            fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
-        else:
-            fields.append((f.name, hints[f.name], dataclasses.field(default=f.default)))
+    for source in (cls, extra) if extra is not None else (cls,):
+        hints = typing.get_type_hints(source)
+        for f in dataclasses.fields(source):
+            if dataclasses.is_dataclass(hints[f.name]):
+                twin = _schema(hints[f.name])
+                fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
+            elif f.default_factory is not dataclasses.MISSING:
+                fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
+            else:
+                fields.append((f.name, hints[f.name], dataclasses.field(default=f.default)))
     return dataclasses.make_dataclass(cls.__name__, fields)
 
 
@@ -218,6 +257,45 @@ def to_train_config(cfg: DictConfig | dict, cls: type[TrainConfig] = TrainConfig
     return config
 
 
+def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
+    """Separates what `launch/train.py` composed into the run's config (a plain dict) and its options."""
+    values = OmegaConf.to_container(cfg, resolve=True)
+    options = LaunchOptions(**{f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
+    return values, options
+
+
+def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
+    """`config` with command-line `key=value` overrides applied, validated (used to resume a run).
+
+    Args:
+        config: the run's config.
+        overrides: Hydra override strings, e.g. `["algo.max_epochs=400", "logger.mode=disabled"]`.
+
+    Raises:
+        ConfigError: for a config-group choice (`logger=disabled`), an added or
+            deleted key, an unknown key or a mistyped value.
+    """
+    cfg = OmegaConf.merge(OmegaConf.structured(_schema(TrainConfig)), dataclasses.asdict(config))
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as e:
+        raise ConfigError(f"bad override: {e}") from None
+    for override in parsed:
+        key, text = override.key_or_group, override.input_line
+        if override.is_add() or override.is_delete() or override.is_force_add():
+            raise ConfigError(f"'{text}': only key=value overrides can change a resumed run's config")
+        if OmegaConf.is_dict(OmegaConf.select(cfg, key)):
+            raise ConfigError(
+                f"'{text}' picks a config group, which cannot change a resumed run's config; "
+                f"set its values by key instead, e.g. {key}.<field>=<value>"
+            )
+        try:
+            OmegaConf.update(cfg, key, override.value(), merge=False)
+        except OmegaConfBaseException as e:
+            raise ConfigError(f"'{text}': {e}".splitlines()[0]) from None
+    return to_train_config(cfg)
+
+
 def validate(cfg: TrainConfig) -> None:
     """Raises ConfigError for the first value out of range."""
     if cfg.env.name not in envs.names():
@@ -234,6 +312,7 @@ def validate(cfg: TrainConfig) -> None:
         "algo.critic_minibatches": algo.critic_minibatches,
         "eval.episodes": cfg.eval.episodes,
         "logger.log_every": cfg.logger.log_every,
+        "checkpoint.max_to_keep": cfg.checkpoint.max_to_keep,
     }
     if cfg.env.episode_length is not None:
         positive["env.episode_length"] = cfg.env.episode_length
@@ -260,8 +339,14 @@ def validate(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"algo.critic_minibatches={algo.critic_minibatches} must divide num_envs * horizon = {samples}"
         )
-    if cfg.eval.every < 0:
-        raise ConfigError(f"eval.every must be >= 0, got {cfg.eval.every}")
+    non_negative = {
+        "eval.every": cfg.eval.every,
+        "logger.video_every": cfg.logger.video_every,
+        "checkpoint.every": cfg.checkpoint.every,
+    }
+    for name, value in non_negative.items():
+        if value < 0:
+            raise ConfigError(f"{name} must be >= 0, got {value}")
     if cfg.logger.mode not in LOGGER_MODES:
         raise ConfigError(f"unknown logger.mode '{cfg.logger.mode}'; available: {', '.join(LOGGER_MODES)}")
     if cfg.precision not in PRECISIONS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from envs import MjxEnv
 from shac.networks import Actor, deterministic_action
@@ -40,6 +41,44 @@ def evaluate(
     init = (states, jnp.ones(episodes), jnp.zeros(episodes))
     (_, _, returns), _ = jax.lax.scan(step, init, None, length=env.episode_length)
     return returns
+
+
+@struct.dataclass
+class Episode:
+    """One deterministic episode of a single environment, `T = env.episode_length` steps.
+
+    Attributes:
+        obs: float32 [T, obs_dim] observation each action was taken in.
+        actions: float32 [T, action_dim] the squashed mean actions.
+        qpos: float32 [T + 1, nq] joint positions from the initial state on (for rendering).
+        rewards: float32 [T].
+        alive: float32 [T] 1.0 up to and including the step at which the episode ended.
+    """
+
+    obs: jax.Array
+    actions: jax.Array
+    qpos: jax.Array
+    rewards: jax.Array
+    alive: jax.Array
+
+
+def run_episode(
+    env: MjxEnv, actor: Actor, actor_params: dict, normalizer: RunningStatistics, key: jax.Array
+) -> Episode:
+    """One episode from `env.reset(key)` under the mean action (as `evaluate`), recorded step by step."""
+
+    def step(carry, _):
+        state, alive = carry
+        mean, _ = actor.apply(actor_params, normalizer.normalize(state.obs))
+        action = deterministic_action(mean)
+        next_state = env.step(state, action)
+        record = (state.obs, action, next_state.pipeline_state.qpos, next_state.reward, alive)
+        return (next_state, alive * (1.0 - next_state.done)), record
+
+    state = env.reset(key)
+    _, (obs, actions, qpos, rewards, alive) = jax.lax.scan(step, (state, jnp.ones(())), None, length=env.episode_length)
+    qpos = jnp.concatenate([state.pipeline_state.qpos[None], qpos])
+    return Episode(obs=obs, actions=actions, qpos=qpos, rewards=rewards, alive=alive)
 
 
 def summarize(returns: jax.Array) -> dict[str, float]:

@@ -26,7 +26,9 @@ class RunningStatistics:
 
     @classmethod
     def create(cls, obs_dim: int) -> RunningStatistics:
-        return cls(count=jnp.array(1e-4), mean=jnp.zeros(obs_dim), var=jnp.ones(obs_dim))
+        # float32, not a weakly typed Python float: the state the epoch returns must have the
+        # types it was given, or the jitted epoch compiles a second time at epoch 2.
+        return cls(count=jnp.array(1e-4, jnp.float32), mean=jnp.zeros(obs_dim), var=jnp.ones(obs_dim))
 
     def update(self, batch: jax.Array) -> RunningStatistics:
         """Merges a batch float32 [..., obs_dim] (Chan et al.'s parallel update)."""

@@ -6,9 +6,15 @@ import dataclasses
 import json
 from pathlib import Path
 
+import jax
+import numpy as np
 from flax import serialization
 
-from shac.config import TrainConfig, to_train_config
+from envs import MjxEnv
+from shac.algorithm import Shac
+from shac.checkpoint import Checkpointer
+from shac.config import TrainConfig, make_env, to_train_config
+from shac.networks import Actor
 from shac.normalizer import RunningStatistics
 
 CONFIG_FILE = "config.json"
@@ -47,3 +53,63 @@ def load_policy(run_dir: Path, template_params: dict, template_normalizer: Runni
     target = {"actor_params": template_params, "normalizer": template_normalizer}
     restored = serialization.from_bytes(target, path.read_bytes())
     return restored["actor_params"], restored["normalizer"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPolicy:
+    """The trained policy of a run directory, with what it acts in.
+
+    Attributes:
+        config: the run's config.
+        env: its environment.
+        actor: the actor network (apply with `actor_params`).
+        actor_params: the actor's parameters.
+        normalizer: the observation statistics the actor expects.
+        source: where the parameters came from (`policy.msgpack` or a checkpoint directory).
+    """
+
+    config: TrainConfig
+    env: MjxEnv
+    actor: Actor
+    actor_params: dict
+    normalizer: RunningStatistics
+    source: Path
+
+
+def load_run_policy(run_dir: Path, checkpoint: int | None = None) -> RunPolicy:
+    """The policy of a run: its checkpoint `checkpoint`, else `policy.msgpack`, else its newest checkpoint.
+
+    Raises:
+        FileNotFoundError: no `config.json` in `run_dir`.
+        CheckpointError: the checkpoint asked for is missing or unreadable, or
+            the run has neither `policy.msgpack` nor a readable checkpoint.
+    """
+    config = load_config(run_dir)
+    env = make_env(config.env, config.randomization, config.smoothing)
+    shac = Shac(config.algo, env)
+    abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
+    policy_file = run_dir / POLICY_FILE
+    if checkpoint is None and policy_file.is_file():
+        template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), (abstract.actor_params, abstract.normalizer))
+        actor_params, normalizer = load_policy(run_dir, *template)
+        return RunPolicy(
+            config=config,
+            env=env,
+            actor=shac.actor,
+            actor_params=actor_params,
+            normalizer=normalizer,
+            source=policy_file,
+        )
+    with Checkpointer(run_dir) as checkpoints:
+        if checkpoint is None:
+            state = checkpoints.restore_latest(abstract, config)
+        else:
+            state = checkpoints.restore(checkpoint, abstract, config)
+    return RunPolicy(
+        config=config,
+        env=env,
+        actor=shac.actor,
+        actor_params=state.actor_params,
+        normalizer=state.normalizer,
+        source=checkpoints.path(int(state.epoch)),
+    )

@@ -6,6 +6,8 @@ import dataclasses
 import json
 import math
 import time
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -13,10 +15,68 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from shac.config import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"
+WANDB_ID_FILE = "wandb_run_id"
+"""Holds the W&B run id, so a resumed run (and its export) logs into the same W&B run."""
 
 
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def _wandb_run(config: TrainConfig, run_dir: Path):
+    """Starts (or resumes) the W&B run of `run_dir`; None when `logger.mode` is disabled."""
+    if config.logger.mode == "disabled":
+        return None
+    import wandb
+
+    id_file = run_dir / WANDB_ID_FILE
+    if not id_file.is_file():
+        id_file.write_text(uuid.uuid4().hex[:16] + "\n")
+    return wandb.init(
+        mode=config.logger.mode,
+        project=config.logger.project,
+        entity=config.logger.entity,
+        group=config.logger.group,
+        name=run_dir.name,
+        dir=str(run_dir),
+        config=dataclasses.asdict(config),
+        id=id_file.read_text().strip(),
+        resume="allow",
+    )
+
+
+def _log_artifact(wandb_run, name: str, kind: str, paths: Sequence[Path]) -> None:
+    import wandb
+
+    artifact = wandb.Artifact(name=f"{name}-{wandb_run.id}", type=kind)
+    for path in paths:
+        if path.is_dir():
+            artifact.add_dir(str(path), name=path.name)
+        else:
+            artifact.add_file(str(path))
+    wandb_run.log_artifact(artifact)
+
+
+def log_artifact(config: TrainConfig, run_dir: Path, name: str, kind: str, paths: Sequence[Path]) -> None:
+    """Adds files and directories to the W&B run of `run_dir` as the artifact `<name>-<run id>` (no-op if disabled)."""
+    wandb_run = _wandb_run(config, run_dir)
+    if wandb_run is not None:
+        _log_artifact(wandb_run, name, kind, paths)
+        wandb_run.finish()
+
+
+def read_records(run_dir: Path) -> list[dict]:
+    """The records of `metrics.jsonl` (a line cut short by a killed run is skipped)."""
+    path = run_dir / METRICS_FILE
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
 
 
 class Tracker:
@@ -27,26 +87,23 @@ class Tracker:
     Args:
         config: the run's config (sent to W&B, shapes the progress bar).
         run_dir: where metrics.jsonl (and W&B's offline files) go.
+        start_epoch: epochs already done. `metrics.jsonl` keeps its records up to
+            this epoch (those a resumed run will not repeat) and drops the rest;
+            wall time continues from the last one kept.
     """
 
-    def __init__(self, config: TrainConfig, run_dir: Path):
+    def __init__(self, config: TrainConfig, run_dir: Path, start_epoch: int = 0):
         self.config = config
         self.run_dir = run_dir
-        self.start = time.perf_counter()
-        self._file = open(run_dir / METRICS_FILE, "a")  # noqa: SIM115 (closed in close())
-        self._wandb_run = None
-        if config.logger.mode != "disabled":
-            import wandb
-
-            self._wandb_run = wandb.init(
-                mode=config.logger.mode,
-                project=config.logger.project,
-                entity=config.logger.entity,
-                group=config.logger.group,
-                name=run_dir.name,
-                dir=str(run_dir),
-                config=dataclasses.asdict(config),
-            )
+        kept = [r for r in read_records(run_dir) if r.get("epoch", math.inf) <= start_epoch]
+        self.last_record: dict = kept[-1] if kept else {}
+        self.start = time.perf_counter() - self.last_record.get("wall_time_s", 0.0)
+        path = run_dir / METRICS_FILE
+        partial = path.with_suffix(".jsonl.tmp")
+        partial.write_text("".join(json.dumps(record) + "\n" for record in kept))
+        partial.replace(path)  # atomic: a run killed here still has every record it kept
+        self._file = open(path, "a")  # noqa: SIM115 (closed in close())
+        self._wandb_run = _wandb_run(config, run_dir)
         self._progress = None
         if config.logger.progress:
             self._progress = Progress(
@@ -61,7 +118,12 @@ class Tracker:
                 expand=False,
             )
             self._task = self._progress.add_task(
-                "train", total=config.algo.max_epochs, env_steps=0, episode_return="-", steps_per_s=0.0
+                "train",
+                total=config.algo.max_epochs,
+                completed=start_epoch,
+                env_steps=self.last_record.get("env_steps", 0),
+                episode_return="-",
+                steps_per_s=0.0,
             )
             self._progress.start()
 
@@ -85,7 +147,20 @@ class Tracker:
             if episode_return is not None:
                 fields["episode_return"] = f"{episode_return:.1f}"
             self._progress.update(self._task, completed=epoch, **fields)
+        self.last_record = record
         return record
+
+    def log_video(self, epoch: int, path: Path) -> None:
+        """Sends an mp4 to W&B as `eval/video` at `epoch` (the file itself stays in the run directory)."""
+        if self._wandb_run is not None:
+            import wandb
+
+            self._wandb_run.log({"eval/video": wandb.Video(str(path), format="mp4")}, step=epoch)
+
+    def log_artifact(self, name: str, kind: str, paths: Sequence[Path]) -> None:
+        """Adds files and directories to W&B as the artifact `<name>-<run id>` of type `kind`."""
+        if self._wandb_run is not None:
+            _log_artifact(self._wandb_run, name, kind, paths)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -1,50 +1,159 @@
-"""The training loop: the jitted SHAC epoch, with logging, evaluation and saving around it."""
+"""The training loop: the jitted SHAC epoch, with logging, evaluation, videos and checkpoints around it."""
 
 from __future__ import annotations
 
+import logging
+import signal
+import threading
 from functools import partial
 from pathlib import Path
 
 import jax
 
 from shac.algorithm import Shac, TrainState
-from shac.config import TrainConfig, make_env
-from shac.evaluate import evaluate, summarize
-from shac.serialization import save_config, save_policy
+from shac.checkpoint import Checkpointer
+from shac.config import ConfigError, TrainConfig, make_env
+from shac.evaluate import evaluate, run_episode, summarize
+from shac.serialization import CONFIG_FILE, POLICY_FILE, save_config, save_policy
 from shac.tracking import Tracker
+from shac.video import episode_video
+
+log = logging.getLogger(__name__)
+VIDEO_DIR = "videos"
 
 
-def train(config: TrainConfig, run_dir: Path) -> tuple[TrainState, dict]:
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped training; the state of `epoch` was checkpointed first.
+
+    Attributes:
+        signal_number: the signal received.
+        epoch: the last epoch completed (and checkpointed, unless its state was non-finite).
+    """
+
+    def __init__(self, signal_number: int, epoch: int, run_dir: Path):
+        self.signal_number = signal_number
+        self.epoch = epoch
+        super().__init__(
+            f"stopped by {signal.Signals(signal_number).name} after epoch {epoch}; "
+            f"continue with: python launch/train.py resume={run_dir}"
+        )
+
+
+class _StopSignals:
+    """While active, SIGINT and SIGTERM ask the loop to stop after the current epoch; a second one stops at once.
+
+    Only the main thread can install signal handlers; elsewhere it does nothing.
+    """
+
+    def __init__(self):
+        self.received: int | None = None
+        self._previous = {}
+
+    def _handle(self, signal_number: int, frame) -> None:
+        del frame
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signal_number
+        log.warning(
+            "received %s: saving a checkpoint after this epoch, then stopping (send it again to stop at once)",
+            signal.Signals(signal_number).name,
+        )
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+
+def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[TrainState, dict]:
     """Trains SHAC as `config` says, writing everything into `run_dir`.
 
     Writes `config.json`, `metrics.jsonl` (one record per logged epoch, with
-    `eval/*` entries after each evaluation), W&B files (unless disabled) and,
-    at the end, `policy.msgpack`.
+    `eval/*` entries after each evaluation), checkpoints (see
+    `shac.checkpoint`), videos, W&B files (unless disabled) and, at the end,
+    `policy.msgpack`. Every random stream is in the checkpointed state or
+    derived from the seed and the epoch, so a resumed run continues exactly as
+    the uninterrupted run would have.
+
+    Args:
+        config: the run's config.
+        run_dir: the run directory.
+        resume: continue from the newest good checkpoint in `run_dir` (its
+            shapes must match `config`) instead of starting afresh.
+
+    Raises:
+        TrainingInterrupted: SIGINT or SIGTERM arrived; a checkpoint was saved.
+        CheckpointError: `resume` and no readable checkpoint.
+        IncompatibleCheckpointError: `resume` with a config that changes the
+            state's shapes (raised before anything compiles).
+        ConfigError: `resume` with `algo.max_epochs` below the checkpoint's epoch.
+        FileExistsError: not `resume`, and `run_dir` already holds checkpoints.
 
     Returns:
         The final training state and the last logged record.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(run_dir, config)
     env = make_env(config.env, config.randomization, config.smoothing)
     shac = Shac(config.algo, env)
     key, eval_key = jax.random.split(jax.random.key(config.seed))
+    max_epochs = config.algo.max_epochs
+    with Checkpointer(run_dir, config.checkpoint) as checkpointer:
+        if resume:
+            state = checkpointer.restore_latest(jax.eval_shape(shac.init, key), config)
+            if int(state.epoch) > max_epochs:
+                raise ConfigError(
+                    f"algo.max_epochs={max_epochs} is below the epoch of the checkpoint to resume ({int(state.epoch)})"
+                )
+        elif checkpointer.steps():
+            raise FileExistsError(
+                f"run directory '{run_dir}' already holds checkpoints; continue it with resume={run_dir} "
+                "or train into a new directory"
+            )
+        else:
+            # jitted: eager, each of MJX's many small ops compiles on its own, which takes longer than
+            # compiling init whole, and only whole compilations go into the persistent cache
+            state = jax.jit(shac.init)(key)
+        save_config(run_dir, config)
+        return _loop(config, run_dir, shac, state, eval_key, checkpointer)
+
+
+def _loop(
+    config: TrainConfig, run_dir: Path, shac: Shac, state: TrainState, eval_key: jax.Array, checkpointer: Checkpointer
+) -> tuple[TrainState, dict]:
+    """Runs the epochs after `state.epoch`; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint."""
+    env = shac.env
     epoch_fn = jax.jit(shac.epoch)
     eval_fn = jax.jit(partial(evaluate, env, shac.actor, episodes=config.eval.episodes))
-
-    state = shac.init(key)
-    max_epochs, every = config.algo.max_epochs, config.eval.every
-    record = {}
-    with Tracker(config, run_dir) as tracker:
-        for epoch in range(1, max_epochs + 1):
+    episode_fn = jax.jit(partial(run_episode, env, shac.actor))
+    start, max_epochs = int(state.epoch), config.algo.max_epochs
+    every, video_every, checkpoint_every = config.eval.every, config.logger.video_every, config.checkpoint.every
+    with Tracker(config, run_dir, start_epoch=start) as tracker, _StopSignals() as stop:
+        for epoch in range(start + 1, max_epochs + 1):
             state, metrics = epoch_fn(state)
             last = epoch == max_epochs
+            epoch_eval_key, video_key = jax.random.split(jax.random.fold_in(eval_key, epoch))
             if (every and epoch % every == 0) or last:
-                eval_key, key_now = jax.random.split(eval_key)
-                returns = eval_fn(state.actor_params, state.normalizer, key_now)
+                returns = eval_fn(state.actor_params, state.normalizer, epoch_eval_key)
                 metrics = {**metrics, **{f"eval/{k}": v for k, v in summarize(returns).items()}}
             if epoch % config.logger.log_every == 0 or last or "eval/mean_return" in metrics:
-                metrics = jax.device_get(metrics)
-                record = tracker.log(epoch, int(state.env_steps), metrics)
-    save_policy(run_dir, state.actor_params, state.normalizer)
-    return state, record
+                tracker.log(epoch, int(state.env_steps), jax.device_get(metrics))
+            if video_every and epoch % video_every == 0:
+                episode = episode_fn(state.actor_params, state.normalizer, video_key)
+                path = episode_video(run_dir / VIDEO_DIR / f"epoch_{epoch}.mp4", env.mj_model, episode, env.ctrl_dt)
+                tracker.log_video(epoch, path)
+            if stop.received or last or (checkpoint_every and epoch % checkpoint_every == 0):
+                checkpointer.save(state, config)
+            if stop.received and not last:
+                checkpointer.wait_until_finished()
+                raise TrainingInterrupted(stop.received, epoch, run_dir)
+        checkpointer.wait_until_finished()
+        if max_epochs in checkpointer.steps():
+            tracker.log_artifact("checkpoint", "checkpoint", [checkpointer.path(max_epochs)])
+        save_policy(run_dir, state.actor_params, state.normalizer)
+        tracker.log_artifact("policy", "model", [run_dir / POLICY_FILE, run_dir / CONFIG_FILE])
+    return state, tracker.last_record

@@ -18,6 +18,7 @@ from flax import struct
 
 import envs
 from envs import MjxEnv, State
+from envs.smoothing import Smoothing
 from shac.rollout import tree_where
 
 N_ENVS = 2
@@ -46,8 +47,10 @@ class Trace:
 
 
 @functools.cache
-def make(name: str) -> MjxEnv:
-    return envs.make(name)
+def make(name: str, smoothing: str = "none") -> MjxEnv:
+    env = envs.make(name)
+    env.smooth(Smoothing(mode=smoothing))
+    return env
 
 
 @functools.cache
@@ -102,9 +105,9 @@ def zero_actions(name: str) -> jax.Array:
 
 
 @functools.cache
-def return_gradient(name: str) -> Callable[[jax.Array, State], jax.Array]:
+def return_gradient(name: str, smoothing: str = "none") -> Callable[[jax.Array, State], jax.Array]:
     """Jitted d(sum of rewards)/d(actions) over GRADIENT_STEPS steps: (actions [h, N, A], start [N]) -> [h, N, A]."""
-    env = make(name)
+    env = make(name, smoothing)
 
     def total_return(actions: jax.Array, start: State) -> jax.Array:
         def step(state: State, action: jax.Array) -> tuple[State, jax.Array]:

@@ -86,3 +86,11 @@ def test_actor_initial_log_std():
     shac = Shac(CONFIG, LineEnv())
     _, log_std = shac.actor.apply(shac.init(jax.random.key(0)).actor_params, jnp.zeros((3, 2)))
     np.testing.assert_allclose(log_std, -1.0)
+
+
+def test_epoch_returns_the_types_it_takes_so_it_compiles_once():
+    shac = Shac(CONFIG, LineEnv())
+    state = shac.init(jax.random.key(0))
+    new_state = jax.eval_shape(shac.epoch, state)[0]
+    for old, new in zip(jax.tree.leaves(state), jax.tree.leaves(new_state), strict=True):
+        assert (old.shape, old.dtype, jax.typeof(old).weak_type) == (new.shape, new.dtype, new.weak_type)

@@ -10,16 +10,28 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 import envs
-from shac.config import ConfigError, register_configs, to_train_config
+from shac.config import (
+    ConfigError,
+    TrainConfig,
+    apply_overrides,
+    register_configs,
+    split_launch_config,
+    to_train_config,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 register_configs()
 
 
-def load(*overrides):
+def compose_config(*overrides):
     with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
-        return to_train_config(compose(config_name="config", overrides=list(overrides)))
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def load(*overrides):
+    values, _ = split_launch_config(compose_config(*overrides))
+    return to_train_config(values)
 
 
 def options(group):
@@ -71,6 +83,9 @@ def test_command_line_overrides_win_over_env_defaults():
         ("algo.horizon=300", r"algo.horizon=300 is longer than the episode of 'cartpole_swingup' \(240 steps\)"),
         ("logger.mode=cloud", "unknown logger.mode 'cloud'; available: offline, online, disabled"),
         ("algo.critic_minibatches=3", "algo.critic_minibatches=3 must divide num_envs \\* horizon = 2048"),
+        ("checkpoint.every=-1", "checkpoint.every must be >= 0, got -1"),
+        ("checkpoint.max_to_keep=0", "checkpoint.max_to_keep must be > 0, got 0"),
+        ("logger.video_every=-5", "logger.video_every must be >= 0, got -5"),
     ],
 )
 def test_bad_values_fail_with_a_message_naming_them(override, message):
@@ -91,3 +106,37 @@ def test_train_cli_reports_a_config_error_in_one_line():
     )
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == "config error: algo.horizon must be > 0, got -1"
+
+
+def test_launch_options_are_split_from_the_run_config():
+    values, options = split_launch_config(compose_config("resume=runs/x", "compile_cache=off", "checkpoint.every=7"))
+    assert (options.resume, options.compile_cache) == ("runs/x", "off")
+    assert "resume" not in values and "compile_cache" not in values
+    assert to_train_config(values).checkpoint.every == 7
+
+
+def test_resume_overrides_change_values_by_key():
+    config = apply_overrides(
+        TrainConfig(), ["algo.max_epochs=900", "logger.mode=disabled", "algo.actor_hidden=[32,32]", "seed=5"]
+    )
+    assert (config.algo.max_epochs, config.logger.mode, config.algo.actor_hidden, config.seed) == (
+        900,
+        "disabled",
+        (32, 32),
+        5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("logger=disabled", "'logger=disabled' picks a config group.*e.g. logger.<field>=<value>"),
+        ("algo.horizn=16", "'algo.horizn=16': Key 'horizn' not in 'AlgoConfig'"),
+        ("algo.horizon=sixteen", "'algo.horizon=sixteen': Value 'sixteen' of type 'str' could not be converted"),
+        ("+algo.extra=1", "only key=value overrides can change a resumed run's config"),
+        ("algo.horizon=0", "algo.horizon must be > 0, got 0"),
+    ],
+)
+def test_bad_resume_overrides_fail_with_a_message(override, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(TrainConfig(), [override])

@@ -54,6 +54,24 @@ def test_gradient_of_32_step_return_is_finite_and_nonzero(name):
     assert float(jnp.abs(grads).max()) > 0.0
 
 
+CONTACT_TASKS = [
+    name
+    for name in envs.names()
+    if not env_runs.make(name).mj_model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT
+]
+
+
+@pytest.mark.parametrize("smoothing", ["soft", "straight_through"])
+@pytest.mark.parametrize("name", CONTACT_TASKS)
+def test_gradient_of_32_step_return_is_finite_under_contact_smoothing(name, smoothing):
+    env = env_runs.make(name, smoothing)
+    shape = (env_runs.GRADIENT_STEPS, env_runs.N_ENVS, env.action_size)
+    actions = 0.3 * jax.random.normal(jax.random.key(2), shape)
+    grads = env_runs.return_gradient(name, smoothing)(actions, env_runs.initial_states(name, seed=1))
+    assert np.isfinite(np.asarray(grads)).all()
+    assert float(jnp.abs(grads).max()) > 0.0
+
+
 @pytest.mark.parametrize("name", envs.names())
 def test_time_limit_truncates_without_terminating(name):
     # start 5 control steps before the end of the episode; zero actions

@@ -3,7 +3,7 @@
 import json
 
 from shac.config import LoggerConfig, TrainConfig
-from shac.tracking import METRICS_FILE, Tracker
+from shac.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, read_records
 
 
 def config(mode):
@@ -31,3 +31,34 @@ def test_offline_mode_writes_a_wandb_run_without_an_account(tmp_path, monkeypatc
     assert len(runs) == 1
     assert list(runs[0].glob("*.wandb"))
     assert (tmp_path / METRICS_FILE).is_file()
+
+
+def test_a_resumed_tracker_keeps_records_up_to_its_start_and_continues_the_clock(tmp_path):
+    with Tracker(config("disabled"), tmp_path) as tracker:
+        for epoch in range(1, 6):
+            tracker.log(epoch, epoch * 10, {"critic/loss": float(epoch)})
+    lines = (tmp_path / METRICS_FILE).read_text().splitlines()
+    kept_clock = json.loads(lines[2])["wall_time_s"]
+    (tmp_path / METRICS_FILE).write_text("\n".join(lines) + '\n{"epoch": 6, "env_st')  # a line cut by a kill
+    with Tracker(config("disabled"), tmp_path, start_epoch=3) as tracker:
+        assert tracker.last_record["epoch"] == 3
+        tracker.log(4, 40, {"critic/loss": -4.0})
+    records = read_records(tmp_path)
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4]
+    assert records[-1]["critic/loss"] == -4.0
+    assert records[-1]["wall_time_s"] >= kept_clock
+
+
+def test_offline_run_logs_video_and_artifacts_into_one_wandb_run_across_resumes(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    video = tmp_path / "epoch_1.mp4"
+    video.write_bytes(b"\0" * 64)
+    with Tracker(config("offline"), tmp_path) as tracker:
+        tracker.log(1, 2048, {"critic/loss": 0.5})
+        tracker.log_video(1, video)
+    run_id = (tmp_path / WANDB_ID_FILE).read_text().strip()
+    log_artifact(config("offline"), tmp_path, "policy", "model", [video])
+    runs = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}*"))
+    assert len(runs) == 2  # the training run and the export, under one W&B id
+    assert list(runs[0].glob("files/media/videos/eval/video_1_*.mp4"))
+    assert f"policy-{run_id}".encode() in next(runs[1].glob("*.wandb")).read_bytes()

@@ -1,63 +1,76 @@
-"""End to end through the command line: train the pendulum, check the run directory, evaluate it."""
+"""End to end through the command line: train the pendulum, check the run directory, evaluate and export it."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import imageio.v3 as iio
+import jax
+import numpy as np
+import onnxruntime
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from shac.export import policy_function
+from shac.serialization import load_run_policy
+from tests.conftest import run_cli as run
+
 REQUIRED_METRICS = {"epoch", "env_steps", "wall_time_s", "train/episode_return", "actor/grad_norm", "critic/loss"}
 # Hanging still scores about -987 (-(pi^2) per step for 100 steps); a policy that swings the
-# pendulum up and holds it scores above -550 (seed 0 reaches about -350 at 100 epochs).
+# pendulum up and holds it scores above -550 (seed 0 reaches about -320 at 150 epochs).
 THRESHOLD = -550.0
 
 
-def run(*args, timeout=600):
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("pendulum_run")
-    run(
-        "launch/train.py",
-        "env=pendulum_swingup",
-        "algo.max_epochs=100",
-        "eval.every=50",
-        "seed=0",
-        "logger=offline",
-        "logger.progress=false",
-        f"hydra.run.dir={run_dir}",
-    )
-    return run_dir
-
-
-def test_run_directory_holds_config_metrics_wandb_and_policy(run_dir):
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in records] == list(range(1, 101))
+def test_run_directory_holds_config_metrics_wandb_and_policy(pendulum_run):
+    records = [json.loads(line) for line in (pendulum_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == list(range(1, 151))
     assert all(r.keys() >= REQUIRED_METRICS for r in records)
-    assert records[-1]["env_steps"] == 100 * 64 * 32
-    config = json.loads((run_dir / "config.json").read_text())
-    assert config["env"]["name"] == "pendulum_swingup" and config["algo"]["max_epochs"] == 100
-    assert (run_dir / ".hydra" / "config.yaml").is_file()
-    assert (run_dir / "policy.msgpack").stat().st_size > 0
-    assert list((run_dir / "wandb").glob("offline-run-*"))
+    assert records[-1]["env_steps"] == 150 * 64 * 32
+    config = json.loads((pendulum_run / "config.json").read_text())
+    assert config["env"]["name"] == "pendulum_swingup" and config["algo"]["max_epochs"] == 150
+    assert (pendulum_run / ".hydra" / "config.yaml").is_file()
+    assert (pendulum_run / "policy.msgpack").stat().st_size > 0
+    assert sorted(int(p.name) for p in (pendulum_run / "checkpoints").iterdir()) == [50, 100, 150]
+    assert sorted(p.name for p in (pendulum_run / "videos").iterdir()) == ["epoch_100.mp4", "epoch_150.mp4", "epoch_50.mp4"]
+    training_run = sorted((pendulum_run / "wandb").glob("offline-run-*"))[0]  # the export adds one later
+    logged = next(training_run.glob("*.wandb")).read_bytes()
+    run_id = (pendulum_run / "wandb_run_id").read_text().strip()
+    for artifact in (f"checkpoint-{run_id}", f"policy-{run_id}"):  # the final checkpoint and policy
+        assert artifact.encode() in logged
+    assert list(training_run.glob("files/media/videos/eval/video_150_*.mp4"))
 
 
-def test_pendulum_learns_to_swing_up(run_dir):
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+def test_pendulum_learns_to_swing_up(pendulum_run):
+    records = [json.loads(line) for line in (pendulum_run / "metrics.jsonl").read_text().splitlines()]
     evals = [r["eval/mean_return"] for r in records if "eval/mean_return" in r]
-    assert len(evals) == 2
+    assert len(evals) == 3
     assert evals[-1] > THRESHOLD, evals
     assert evals[-1] > evals[0] + 100.0, evals
 
 
-def test_evaluate_cli_prints_a_json_line(run_dir):
-    summary = json.loads(run("launch/evaluate.py", f"run_dir={run_dir}", "episodes=8").strip().splitlines()[-1])
+def test_evaluate_cli_prints_a_json_line(pendulum_run):
+    summary = json.loads(run("launch/evaluate.py", f"run_dir={pendulum_run}", "episodes=8").strip().splitlines()[-1])
     assert summary["episodes"] == 8
     assert summary["mean_return"] > THRESHOLD
     assert summary["std_return"] >= 0.0
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # imageio reads through an ffmpeg subprocess
+def test_evaluate_cli_evaluates_a_checkpoint_and_writes_its_video(pendulum_run):
+    line = run("launch/evaluate.py", f"run_dir={pendulum_run}", "checkpoint=50", "episodes=4", "video=true")
+    summary = json.loads(line.strip().splitlines()[-1])
+    assert summary["episodes"] == 4
+    video = iio.imread(summary["video"])
+    assert video.shape[0] == 101  # the initial state and 100 steps
+    assert summary["video"] == str(pendulum_run / "videos" / "evaluate_50_seed0.mp4")
+
+
+def test_export_cli_writes_a_policy_onnxruntime_runs_like_jax(pendulum_run):
+    spec_path = run("launch/export.py", f"run_dir={pendulum_run}").strip().splitlines()[-1]
+    spec = json.loads(Path(spec_path).read_text())
+    assert (spec["env"], spec["obs_size"], spec["action_size"]) == ("pendulum_swingup", 3, 1)
+    assert spec["source"] == str(pendulum_run / "policy.msgpack")
+    policy = load_run_policy(pendulum_run)
+    obs = np.random.default_rng(0).normal(0.0, 2.0, (64, 3)).astype(np.float32)
+    session = onnxruntime.InferenceSession(str(pendulum_run / "policy.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(
+        session.run(["action"], {"obs": obs})[0], np.asarray(jax.jit(policy_function(policy))(obs)), atol=1e-5
+    )

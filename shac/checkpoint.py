@@ -1,0 +1,283 @@
+"""Orbax checkpoints of the full training state, for exact resume.
+
+A checkpoint `<run_dir>/checkpoints/<epoch>/` holds two items:
+
+- `state`: every non-empty array of the `TrainState` (parameters, both optimiser
+  states, normaliser, the carried environments, episode totals, counters), keyed by
+  its pytree path, e.g. `actor_params/params/MLP_0/Dense_0/kernel`. The PRNG key is
+  stored as its raw key data and rewrapped on restore. Zero-size arrays (MJX keeps
+  some, e.g. `act` of a model without activations) are rebuilt from the shapes.
+- `config`: the resolved `TrainConfig` that produced it, as JSON.
+
+Orbax writes each checkpoint into a temporary directory and renames it when it is
+complete, so a run killed mid-save never leaves a checkpoint that looks complete;
+a writer (a training run) deletes such leftovers when it starts. Saving is
+asynchronous: `save` returns once the arrays are on the host and the files are
+written in the background.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+
+from shac.algorithm import TrainState
+from shac.config import CheckpointConfig, TrainConfig
+
+CHECKPOINT_DIR = "checkpoints"
+PARTIAL_SUFFIX = ".orbax-checkpoint-tmp"
+"""Orbax names a checkpoint being written `<epoch>.orbax-checkpoint-tmp[-<time>]` until it is complete."""
+Arrays = dict[str, jax.Array]
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing or unreadable; the message names its path."""
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """The config asks for a training state of other shapes than the checkpoint holds."""
+
+
+def _name(path: tuple) -> str:
+    return jax.tree_util.keystr(path, simple=True, separator="/")
+
+
+def _with_key_data(state: TrainState) -> TrainState:
+    """`state` with its typed PRNG key replaced by the key's raw data (works on abstract states too)."""
+    if isinstance(state.key, jax.Array):
+        return state.replace(key=jax.random.key_data(state.key))
+    return state.replace(key=jax.eval_shape(jax.random.key_data, state.key))
+
+
+def state_arrays(state: TrainState) -> Arrays:
+    """The non-empty arrays of `state` by path name; the PRNG key as its key data."""
+    leaves = jax.tree_util.tree_flatten_with_path(_with_key_data(state))[0]
+    return {_name(path): leaf for path, leaf in leaves if np.prod(leaf.shape) > 0}
+
+
+def arrays_to_state(arrays: Arrays, abstract_state: TrainState) -> TrainState:
+    """Inverse of `state_arrays`, shaped like `abstract_state` (e.g. from `jax.eval_shape(shac.init, key)`).
+
+    The arrays come back uncommitted to a device, like those `jax.jit(shac.init)`
+    returns: the jitted epoch then runs the very program (and cache entry) of
+    an uninterrupted run instead of compiling one for committed inputs.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(_with_key_data(abstract_state))
+    values = [
+        jnp.asarray(np.asarray(arrays[_name(path)])) if np.prod(leaf.shape) > 0 else jnp.zeros(leaf.shape, leaf.dtype)
+        for path, leaf in leaves
+    ]
+    state = jax.tree_util.tree_unflatten(treedef, values)
+    return state.replace(key=jax.random.wrap_key_data(state.key))
+
+
+def nonfinite_arrays(arrays: Arrays) -> list[str]:
+    """Names of the floating-point arrays that hold a NaN or an infinity."""
+    host = jax.device_get(arrays)
+    return [name for name, x in host.items() if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all()]
+
+
+Layout = dict[str, tuple[tuple[int, ...], str]]
+"""Array name -> (shape, dtype name)."""
+
+
+def shape_mismatches(saved: Layout, wanted: Layout) -> list[str]:
+    """Human-readable differences between two layouts."""
+    problems = []
+    for name in sorted(saved.keys() | wanted.keys()):
+        if name not in wanted:
+            problems.append(f"{name}: in the checkpoint, not in the config's state")
+        elif name not in saved:
+            problems.append(f"{name}: in the config's state, not in the checkpoint")
+        elif saved[name] != wanted[name]:
+            problems.append(
+                f"{name}: checkpoint {saved[name][0]} {saved[name][1]}, config {wanted[name][0]} {wanted[name][1]}"
+            )
+    return problems
+
+
+def config_changes(saved: dict, config: TrainConfig) -> list[str]:
+    """`key: old -> new` for each config value that differs from the checkpoint's config."""
+
+    def flat(tree: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in tree.items():
+            if isinstance(v, dict):
+                out.update(flat(v, f"{prefix}{k}."))
+            else:
+                out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple | list) else v
+        return out
+
+    old, new = flat(saved), flat(dataclasses.asdict(config))
+    return [f"{k}: {old.get(k)} -> {new.get(k)}" for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+
+
+class Checkpointer:
+    """The checkpoints of one run directory: save, list and restore.
+
+    Args:
+        run_dir: the run directory; checkpoints live in `run_dir/checkpoints/`.
+        config: when to keep checkpoints; None opens the directory read-only
+            (evaluation and export, possibly while training still writes).
+    """
+
+    def __init__(self, run_dir: Path, config: CheckpointConfig | None = None):
+        self.directory = (Path(run_dir) / CHECKPOINT_DIR).absolute()
+        if config is None:
+            options = ocp.CheckpointManagerOptions(read_only=True, create=False)
+        else:
+            options = ocp.CheckpointManagerOptions(
+                preservation_policy=ocp.checkpoint_managers.LatestN(config.max_to_keep),
+                enable_async_checkpointing=True,
+            )
+            self._remove_partial_saves()
+        self._manager = ocp.CheckpointManager(
+            self.directory,
+            options=options,
+            item_handlers={"state": ocp.StandardCheckpointHandler(), "config": ocp.JsonCheckpointHandler()},
+        )
+
+    def _remove_partial_saves(self) -> None:
+        """Deletes what saves cut short left behind (orbax's temporary directories; only a writer may)."""
+        for path in sorted(self.directory.glob(f"*{PARTIAL_SUFFIX}*")):
+            log.warning("removing the incomplete checkpoint '%s' (a save that did not finish)", path)
+            shutil.rmtree(path)
+
+    def steps(self) -> list[int]:
+        """Epochs of the complete checkpoints, ascending."""
+        self._manager.reload()
+        return sorted(self._manager.all_steps())
+
+    def path(self, step: int) -> Path:
+        return self.directory / str(step)
+
+    def save(self, state: TrainState, config: TrainConfig) -> bool:
+        """Starts saving `state` as the checkpoint of its epoch; returns once the arrays are on the host.
+
+        Refuses (logs an error and returns False) when any floating-point array
+        is non-finite, so the newest checkpoint is always one worth resuming.
+        """
+        step = int(state.epoch)
+        arrays = state_arrays(state)
+        bad = nonfinite_arrays(arrays)
+        if bad:
+            shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            log.error("not saving the checkpoint of epoch %d: non-finite values in %s", step, shown)
+            return False
+        return self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(arrays), config=ocp.args.JsonSave(dataclasses.asdict(config))
+            ),
+            force=True,
+        )
+
+    def saved_config(self, step: int) -> dict:
+        """The config the checkpoint of `step` was written with, as a plain dict."""
+        self._require(step)
+        try:
+            return self._manager.restore(step, args=ocp.args.Composite(config=ocp.args.JsonRestore()))["config"]
+        except Exception as e:
+            raise CheckpointError(f"checkpoint '{self.path(step)}' is unreadable: {_first_line(e)}") from e
+
+    def check_compatible(self, step: int, abstract_state: TrainState, config: TrainConfig) -> None:
+        """Raises IncompatibleCheckpointError unless `config` yields a state shaped like the checkpoint's.
+
+        Reads only metadata, so it fails before anything compiles.
+        """
+        self._require(step)
+        try:
+            metadata = self._manager.item_metadata(step)["state"]
+            saved = {name: (tuple(m.shape), np.dtype(m.dtype).name) for name, m in metadata.items()}
+        except Exception as e:
+            raise CheckpointError(f"checkpoint '{self.path(step)}' is unreadable: {_first_line(e)}") from e
+        saved_config = self.saved_config(step)
+        wanted = {name: (tuple(x.shape), np.dtype(x.dtype).name) for name, x in state_arrays(abstract_state).items()}
+        problems = shape_mismatches(saved, wanted)
+        saved_env = saved_config.get("env", {}).get("name")
+        if saved_env != config.env.name:
+            problems.insert(0, f"env.name: checkpoint '{saved_env}', config '{config.env.name}'")
+        if problems:
+            changes = config_changes(saved_config, config)
+            raise IncompatibleCheckpointError(
+                f"cannot resume from '{self.path(step)}': the config changes the training state "
+                f"({'; '.join(problems[:3])}{'; ...' if len(problems) > 3 else ''}). "
+                f"Config changes: {', '.join(changes) or 'none'}. Keep env, num_envs and network sizes as saved."
+            )
+
+    def restore(self, step: int, abstract_state: TrainState, config: TrainConfig) -> TrainState:
+        """The training state saved at `step`, after `check_compatible`.
+
+        Raises:
+            CheckpointError: no such checkpoint, or it cannot be read.
+            IncompatibleCheckpointError: see `check_compatible`.
+        """
+        self.check_compatible(step, abstract_state, config)
+        abstract_arrays = {
+            name: jax.ShapeDtypeStruct(x.shape, x.dtype) for name, x in state_arrays(abstract_state).items()
+        }
+        try:
+            restored = self._manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_arrays))
+            )["state"]
+        except Exception as e:
+            raise CheckpointError(f"checkpoint '{self.path(step)}' is unreadable: {_first_line(e)}") from e
+        return arrays_to_state(restored, abstract_state)
+
+    def restore_latest(self, abstract_state: TrainState, config: TrainConfig) -> TrainState:
+        """The newest readable checkpoint's state; falls back to older ones and logs why.
+
+        Raises:
+            CheckpointError: there is no checkpoint, or none can be read.
+            IncompatibleCheckpointError: the config does not fit (no fallback:
+                older checkpoints of the run have the same shapes).
+        """
+        steps = self.steps()
+        if not steps:
+            raise CheckpointError(f"no complete checkpoint in '{self.directory}'")
+        failures = []
+        for step in reversed(steps):
+            try:
+                state = self.restore(step, abstract_state, config)
+            except IncompatibleCheckpointError:
+                raise
+            except CheckpointError as e:
+                failures.append(str(e))
+                log.warning("%s; falling back to the previous checkpoint", e)
+                continue
+            if failures:
+                log.warning("resuming from the older checkpoint '%s'", self.path(step))
+            return state
+        raise CheckpointError(f"no readable checkpoint in '{self.directory}': " + "; ".join(failures))
+
+    def _require(self, step: int) -> None:
+        if step not in self.steps():
+            available = ", ".join(map(str, self.steps())) or "none"
+            raise CheckpointError(f"no checkpoint {step} in '{self.directory}'; available: {available}")
+
+    def wait_until_finished(self) -> None:
+        """Blocks until the pending asynchronous save is on disk."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        self._manager.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
