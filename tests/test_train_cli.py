@@ -29,7 +29,11 @@ def test_run_directory_holds_config_metrics_wandb_and_policy(pendulum_run):
     assert (pendulum_run / ".hydra" / "config.yaml").is_file()
     assert (pendulum_run / "policy.msgpack").stat().st_size > 0
     assert sorted(int(p.name) for p in (pendulum_run / "checkpoints").iterdir()) == [50, 100, 150]
-    assert sorted(p.name for p in (pendulum_run / "videos").iterdir()) == ["epoch_100.mp4", "epoch_150.mp4", "epoch_50.mp4"]
+    assert sorted(p.name for p in (pendulum_run / "videos").iterdir()) == [
+        "epoch_100.mp4",
+        "epoch_150.mp4",
+        "epoch_50.mp4",
+    ]
     training_run = sorted((pendulum_run / "wandb").glob("offline-run-*"))[0]  # the export adds one later
     logged = next(training_run.glob("*.wandb")).read_bytes()
     run_id = (pendulum_run / "wandb_run_id").read_text().strip()
