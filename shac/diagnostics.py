@@ -48,7 +48,8 @@ def jacobian_check(env: MjxEnv, state: State, eps: float = 1e-4) -> dict:
     `mjd_transitionFD` (C, float64) is compared too.
     """
     f, x = step_function(env, state)
-    jac = np.asarray(jax.jacrev(f)(x), np.float64)
+    jac = np.asarray(jax.jit(jax.jacrev(f))(x), np.float64)
+    f = jax.jit(f)
     columns = [(np.asarray(f(x + eps * e)) - np.asarray(f(x - eps * e))) / (2 * eps) for e in np.eye(len(x))]
     fd = np.stack(columns, axis=-1)
     nq, nv = env.mj_model.nq, env.mj_model.nv
