@@ -248,6 +248,7 @@ class Shac:
             "resets/terminated": window.terminated.sum(),
             "resets/truncated": window.truncated.sum(),
             "resets/nonfinite": window.nonfinite.sum(),
+            **{f"reward/{name}": value.mean() for name, value in window.metrics.items()},
         }
         return new_state, metrics
 

@@ -30,6 +30,7 @@ class Window:
             before any reset; 0 after termination or a non-finite state.
         dones: float32 [h, N] 1.0 where the episode ended at this step.
         terminated, truncated, nonfinite: float32 [h, N] why it ended.
+        metrics: the env's per-step metrics (its reward terms), each float32 [h, N].
     """
 
     obs: jax.Array
@@ -40,6 +41,7 @@ class Window:
     terminated: jax.Array
     truncated: jax.Array
     nonfinite: jax.Array
+    metrics: dict[str, jax.Array]
 
 
 def tree_where(mask: jax.Array, on_true, on_false):
@@ -103,6 +105,7 @@ def rollout(
             terminated=next_state.terminated * (1.0 - nonfinite),
             truncated=next_state.truncated * (1.0 - nonfinite),
             nonfinite=nonfinite.astype(jnp.float32),
+            metrics=next_state.metrics,
         )
         return tree_where(done, reset_states, next_state), record
 

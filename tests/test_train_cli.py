@@ -23,6 +23,7 @@ def test_run_directory_holds_config_metrics_wandb_and_policy(pendulum_run):
     records = [json.loads(line) for line in (pendulum_run / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == list(range(1, 151))
     assert all(r.keys() >= REQUIRED_METRICS for r in records)
+    assert all(f"reward/{term}" in records[-1] for term in ("angle", "angular_velocity", "control"))
     assert records[-1]["env_steps"] == 150 * 64 * 32
     config = json.loads((pendulum_run / "config.json").read_text())
     assert config["env"]["name"] == "pendulum_swingup" and config["algo"]["max_epochs"] == 150
