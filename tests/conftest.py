@@ -1,5 +1,11 @@
-"""Test session setup: JAX's persistent compilation cache (shared with the CLI subprocesses),
-headless rendering, and the trained pendulum run that several modules examine."""
+"""Test session setup: headless rendering, the compilation cache, and the trained pendulum run
+that several modules examine.
+
+The CLI subprocesses share JAX's persistent compilation cache (`$SHAC_JAX_CACHE`, see
+launch/runtime.py), so the runs of one config compile once. The test process itself
+keeps it off: jaxlib 0.9.2's cache writer (`executable.serialize()`) has crashed this
+long-lived process with a segfault (CI exit 139), never a short CLI run.
+"""
 
 import subprocess
 import sys
@@ -9,7 +15,7 @@ import pytest
 
 from launch.runtime import configure_runtime
 
-configure_runtime()
+configure_runtime(compile_cache="off")
 
 ROOT = Path(__file__).resolve().parents[1]
 PENDULUM_ARGS = [
