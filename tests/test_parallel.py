@@ -168,3 +168,9 @@ def test_only_process_0_writes_and_reports(distributed_run):
     assert records[-1]["env_steps"] == 3 * 4 * 4  # global: 3 epochs of 4 envs (2 per process) x 4 steps
     assert sorted(int(p.name) for p in (multi / "checkpoints").iterdir()) == [2, 3]
     assert (multi / "policy.msgpack").is_file()
+
+
+def test_a_run_outside_a_sweep_has_no_wandb_group(distributed_run):
+    single, multi, _, _ = distributed_run
+    for run_dir in (single, multi):
+        assert json.loads((run_dir / "config.json").read_text())["logger"]["group"] is None

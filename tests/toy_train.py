@@ -1,6 +1,6 @@
 """`launch/train.py` on the toy env registered as `line` (compiles in seconds): `python -m tests.toy_train <overrides>`.
 
-The run is `ARGS` followed by the given overrides.
+The run is `ARGS` followed by the given overrides; flags such as `-m` go first.
 """
 
 import runpy
@@ -36,5 +36,6 @@ def register() -> None:
 if __name__ == "__main__":
     register()
     script = Path(__file__).resolve().parents[1] / "launch" / "train.py"
-    sys.argv = [str(script), *ARGS, *sys.argv[1:]]
+    flags = [a for a in sys.argv[1:] if a.startswith("-")]  # e.g. -m: Hydra's parser wants them first
+    sys.argv = [str(script), *flags, *ARGS, *(a for a in sys.argv[1:] if a not in flags)]
     runpy.run_path(str(script), run_name="__main__")
