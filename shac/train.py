@@ -111,8 +111,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
     env = make_env(config.env, config.randomization, config.smoothing)
     shac = Shac(config.algo, env)
     mesh = parallel.make_mesh(config.algo.num_envs)
-    # replicated over the mesh, so that every process holds the keys as one global array
-    key, eval_key = jax.jit(_seed_keys, static_argnums=0, out_shardings=parallel.replicated(mesh))(config.seed)
+    key, eval_key = _seed_keys(config.seed, mesh)
     max_epochs = config.algo.max_epochs
     with Checkpointer(run_dir, config.checkpoint) as checkpointer:
         if resume:
@@ -135,9 +134,13 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
         return _loop(config, run_dir, shac, mesh, state, eval_key, checkpointer)
 
 
-def _seed_keys(seed: int) -> jax.Array:
-    """The keys of the training state and of the evaluations, [2]."""
-    return jax.random.split(jax.random.key(seed))
+def _seed_keys(seed: int, mesh: jax.sharding.Mesh) -> jax.Array:
+    """The keys of the training state and of the evaluations, [2], whole on every device of `mesh`.
+
+    Replicated over the mesh, every process holds them as one global array.
+    """
+    keys = np.asarray(jax.random.key_data(jax.random.split(jax.random.key(seed))))
+    return jax.random.wrap_key_data(jax.device_put(keys, parallel.replicated(mesh)))
 
 
 def _any_process(signal_number: int | None) -> int | None:
