@@ -132,6 +132,7 @@ def plot(results: list[dict], title: str, path: Path) -> None:
     ax.set_xlabel("devices")
     ax.set_ylabel("env steps / s")
     ax.set_xticks(devices)
+    ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=9)
     ax.legend()
     figure.savefig(path, dpi=100)
@@ -166,9 +167,10 @@ def main(argv: list[str]) -> None:
     out = ROOT / (args.out or f"docs/scaling_{args.platform}")
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
-        "command": "python launch/scaling_benchmark.py " + " ".join(argv),
+        "command": " ".join(["python launch/scaling_benchmark.py", *argv]),
         "date": time.strftime("%Y-%m-%d"),
         "host_cpu_cores": os.cpu_count(),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
         "args": vars(args),
         "results": results,
     }
