@@ -172,7 +172,6 @@ def _loop(
         for epoch in range(start + 1, max_epochs + 1):
             state, metrics = epoch_fn(state)
             last = epoch == max_epochs
-            stopping = _any_process(stop.received)
             epoch_eval_key, video_key = jax.random.split(jax.random.fold_in(eval_key, epoch))
             if (every and epoch % every == 0) or last:
                 returns = eval_fn(state.actor_params, state.normalizer, epoch_eval_key)
@@ -184,6 +183,7 @@ def _loop(
                 if primary:
                     path = run_dir / VIDEO_DIR / f"epoch_{epoch}.mp4"
                     tracker.log_video(epoch, episode_video(path, env.mj_model, episode, env.ctrl_dt))
+            stopping = _any_process(stop.received)
             if stopping or last or (checkpoint_every and epoch % checkpoint_every == 0):
                 checkpointer.save(state, config)
             if stopping and not last:
