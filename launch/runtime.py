@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+if TYPE_CHECKING:  # importing shac.config imports mujoco, which must wait for headless_rendering()
+    from shac.config import DistributedConfig
 
 DEFAULT_CACHE = Path.home() / ".cache" / "shac" / "jax"
 CACHE_ENV = "SHAC_JAX_CACHE"
@@ -47,6 +53,43 @@ def configure_precision(precision: str) -> None:
     if precision == "float64":
         jax.config.update("jax_enable_x64", True)
         jax.config.update("jax_default_matmul_precision", "highest")
+
+
+def initialize_distributed(cfg: DistributedConfig) -> None:
+    """Joins the multi-process run `cfg` describes (nothing unless `cfg.enabled`); call before any JAX computation.
+
+    Unset values are detected by `jax.distributed.initialize` (SLURM). CPU
+    processes exchange their collectives over gloo.
+
+    Raises:
+        RuntimeError: the values are missing and no cluster was detected, or the
+            coordinator cannot be reached; the message says which.
+    """
+    if not cfg.enabled:
+        return
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    try:
+        jax.distributed.initialize(
+            coordinator_address=cfg.coordinator_address,
+            num_processes=cfg.num_processes,
+            process_id=cfg.process_id,
+        )
+    except (ValueError, RuntimeError) as e:
+        raise RuntimeError(
+            f"distributed.enabled=true: cannot initialise jax.distributed ({str(e).splitlines()[0]}); outside SLURM, "
+            "set distributed.coordinator_address=<host:port>, distributed.num_processes and distributed.process_id"
+        ) from e
+
+
+def shared_run_dir(run_dir: Path) -> Path:
+    """Process 0's `run_dir` on every process of a multi-process run (each may have timed its own); else `run_dir`."""
+    if jax.process_count() == 1:
+        return run_dir
+    encoded = np.zeros(4096, np.uint8)
+    path = os.fsencode(run_dir)[: encoded.size]
+    encoded[: len(path)] = np.frombuffer(path, np.uint8)
+    shared = multihost_utils.broadcast_one_to_all(encoded)
+    return Path(os.fsdecode(np.asarray(shared, np.uint8).tobytes().rstrip(b"\0")))
 
 
 def configure_runtime(compile_cache: str | None = None, precision: str = "float32") -> None:

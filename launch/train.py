@@ -1,7 +1,14 @@
 """Train SHAC: `python launch/train.py env=cartpole_swingup algo.horizon=16 seed=3`.
 
 Hydra composes configs/config.yaml; the run directory is Hydra's output dir.
-Add `-m` for a sweep, e.g. `-m seed=0,1,2`.
+Add `-m` for a sweep, e.g. `-m seed=0,1,2 algo.horizon=16,32`: each run goes to
+`runs/multirun/<time>/<job number>_<overrides>/`, and the runs of a sweep share
+the W&B group `<time>` unless `logger.group` is set. `hydra/launcher=slurm`
+submits the sweep's runs as a SLURM job array (configs/hydra/launcher/slurm.yaml).
+
+The environments are split over all local devices. `distributed.enabled=true`
+joins a multi-process run (see `shac.config.DistributedConfig`); every process
+runs the same command.
 
 `python launch/train.py resume=<run_dir>` continues a run from its newest good
 checkpoint, in its directory and with its `config.json`; `key=value` overrides
@@ -17,10 +24,18 @@ import sys
 from pathlib import Path
 
 import hydra
+import jax
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from launch.runtime import configure_compile_cache, configure_precision, headless_rendering
+from launch.runtime import (
+    configure_compile_cache,
+    configure_precision,
+    headless_rendering,
+    initialize_distributed,
+    shared_run_dir,
+)
 
 
 def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
@@ -34,13 +49,23 @@ def main(cfg: DictConfig) -> None:
     from shac.config import ConfigError, LaunchOptions, apply_overrides, split_launch_config, to_train_config
     from shac.serialization import load_config
 
-    values, options = split_launch_config(cfg)
+    hydra_config = HydraConfig.get()
+    try:
+        values, options = split_launch_config(cfg)
+    except ConfigError as e:
+        sys.exit(f"config error: {e}")
+    try:
+        initialize_distributed(options.distributed)  # before anything runs on a device
+    except RuntimeError as e:
+        sys.exit(f"error: {e}")
     resume = options.resume is not None
-    run_dir = Path(options.resume) if resume else Path(HydraConfig.get().runtime.output_dir)
+    run_dir = shared_run_dir(Path(options.resume) if resume else Path(hydra_config.runtime.output_dir))
+    if hydra_config.mode == RunMode.MULTIRUN and values["logger"]["group"] is None:
+        values["logger"]["group"] = Path(hydra_config.sweep.dir).name
     try:
         if resume:
             options_keys = {f.name for f in dataclasses.fields(LaunchOptions)}
-            overrides = [o for o in HydraConfig.get().overrides.task if o.split("=")[0] not in options_keys]
+            overrides = [o for o in hydra_config.overrides.task if o.split("=")[0].split(".")[0] not in options_keys]
             config = apply_overrides(load_config(run_dir), overrides)
         else:
             config = to_train_config(values)
@@ -61,6 +86,8 @@ def main(cfg: DictConfig) -> None:
     except TrainingInterrupted as e:
         print(e, file=sys.stderr)
         sys.exit(128 + e.signal_number)
+    if jax.process_index() != 0:
+        return
     print(f"run directory: {run_dir}")
     summary = {k: v for k, v in record.items() if k.startswith("eval/") or k in ("epoch", "env_steps", "wall_time_s")}
     print(summary)

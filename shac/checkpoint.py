@@ -14,6 +14,10 @@ complete, so a run killed mid-save never leaves a checkpoint that looks complete
 a writer (a training run) deletes such leftovers when it starts. Saving is
 asynchronous: `save` returns once the arrays are on the host and the files are
 written in the background.
+
+In a multi-process run every process calls `save` and `restore` (orbax
+synchronises them): each writes and reads the shards of the environment batch
+on its own devices, and process 0 alone writes the metadata and the config.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ def _with_key_data(state: TrainState) -> TrainState:
     """`state` with its typed PRNG key replaced by the key's raw data (works on abstract states too)."""
     if isinstance(state.key, jax.Array):
         return state.replace(key=jax.random.key_data(state.key))
-    return state.replace(key=jax.eval_shape(jax.random.key_data, state.key))
+    data = jax.eval_shape(jax.random.key_data, state.key)
+    return state.replace(key=jax.ShapeDtypeStruct(data.shape, data.dtype, sharding=state.key.sharding))
 
 
 def state_arrays(state: TrainState) -> Arrays:
@@ -67,23 +72,37 @@ def state_arrays(state: TrainState) -> Arrays:
 def arrays_to_state(arrays: Arrays, abstract_state: TrainState) -> TrainState:
     """Inverse of `state_arrays`, shaped like `abstract_state` (e.g. from `jax.eval_shape(shac.init, key)`).
 
-    The arrays come back uncommitted to a device, like those `jax.jit(shac.init)`
-    returns: the jitted epoch then runs the very program (and cache entry) of
-    an uninterrupted run instead of compiling one for committed inputs.
+    Leaves whose abstract value carries a sharding (`shac.parallel.abstract_state`)
+    are kept as given (orbax restored them in place) or, if empty, created with
+    it. The others come back uncommitted to a device, like those of an
+    unsharded `jax.jit(shac.init)`.
     """
+
+    def value(path: tuple, leaf: jax.ShapeDtypeStruct) -> jax.Array:
+        sharding = leaf.sharding
+        if np.prod(leaf.shape) == 0:
+            zeros = np.zeros(leaf.shape, leaf.dtype)
+            return jnp.asarray(zeros) if sharding is None else jax.device_put(zeros, sharding)
+        array = arrays[_name(path)]
+        return jnp.asarray(np.asarray(array)) if sharding is None else array
+
     leaves, treedef = jax.tree_util.tree_flatten_with_path(_with_key_data(abstract_state))
-    values = [
-        jnp.asarray(np.asarray(arrays[_name(path)])) if np.prod(leaf.shape) > 0 else jnp.zeros(leaf.shape, leaf.dtype)
-        for path, leaf in leaves
-    ]
-    state = jax.tree_util.tree_unflatten(treedef, values)
+    state = jax.tree_util.tree_unflatten(treedef, [value(path, leaf) for path, leaf in leaves])
     return state.replace(key=jax.random.wrap_key_data(state.key))
 
 
+@jax.jit
+def _finite(arrays: Arrays) -> dict[str, jax.Array]:
+    return {name: jnp.isfinite(x).all() for name, x in arrays.items() if jnp.issubdtype(x.dtype, jnp.floating)}
+
+
 def nonfinite_arrays(arrays: Arrays) -> list[str]:
-    """Names of the floating-point arrays that hold a NaN or an infinity."""
-    host = jax.device_get(arrays)
-    return [name for name, x in host.items() if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all()]
+    """Names of the floating-point arrays that hold a NaN or an infinity.
+
+    Reduced on the devices, so every process of a multi-process run gets the
+    same answer about arrays it holds only a shard of.
+    """
+    return [name for name, finite in jax.device_get(_finite(arrays)).items() if not finite]
 
 
 Layout = dict[str, tuple[tuple[int, ...], str]]
@@ -139,7 +158,8 @@ class Checkpointer:
                 preservation_policy=ocp.checkpoint_managers.LatestN(config.max_to_keep),
                 enable_async_checkpointing=True,
             )
-            self._remove_partial_saves()
+            if jax.process_index() == 0:
+                self._remove_partial_saves()
         self._manager = ocp.CheckpointManager(
             self.directory,
             options=options,
@@ -217,13 +237,20 @@ class Checkpointer:
     def restore(self, step: int, abstract_state: TrainState, config: TrainConfig) -> TrainState:
         """The training state saved at `step`, after `check_compatible`.
 
+        Arrays are laid out as the shardings of `abstract_state` say (see
+        `shac.parallel.abstract_state`), or on this process's first device where
+        it has none, whatever devices the checkpoint was written from.
+
         Raises:
             CheckpointError: no such checkpoint, or it cannot be read.
             IncompatibleCheckpointError: see `check_compatible`.
         """
         self.check_compatible(step, abstract_state, config)
+        # without a sharding, orbax would lay arrays out as saved, on devices that may not exist here
+        local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         abstract_arrays = {
-            name: jax.ShapeDtypeStruct(x.shape, x.dtype) for name, x in state_arrays(abstract_state).items()
+            name: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding or local)
+            for name, x in state_arrays(abstract_state).items()
         }
         try:
             restored = self._manager.restore(

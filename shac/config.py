@@ -163,6 +163,26 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class DistributedConfig:
+    """Multi-process training (several hosts, or one process per GPU) on `jax.distributed`.
+
+    Every process runs the same command; together they train one run, each
+    simulating the environments of its devices. Unset values are detected from
+    the cluster (SLURM: `SLURM_*` variables of an `srun` step) by
+    `jax.distributed.initialize`.
+    """
+
+    enabled: bool = False
+    """Initialise `jax.distributed` before anything else runs."""
+    coordinator_address: str | None = None
+    """host:port that process 0 listens on and the others connect to."""
+    num_processes: int | None = None
+    """Processes in the run."""
+    process_id: int | None = None
+    """This process's index, in [0, num_processes); process 0 logs and writes the run's files."""
+
+
+@dataclass(frozen=True)
 class LaunchOptions:
     """Options of one `launch/train.py` invocation; not part of the run's `TrainConfig`."""
 
@@ -172,6 +192,8 @@ class LaunchOptions:
     compile_cache: str | None = None
     """JAX persistent compilation cache directory, or `off`; None uses `$SHAC_JAX_CACHE`,
     else ~/.cache/shac/jax."""
+    distributed: DistributedConfig = DistributedConfig()
+    """How this process joins a multi-process run (off by default)."""
 
 
 @dataclass(frozen=True)
@@ -258,10 +280,26 @@ def to_train_config(cfg: DictConfig | dict, cls: type[TrainConfig] = TrainConfig
 
 
 def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
-    """Separates what `launch/train.py` composed into the run's config (a plain dict) and its options."""
+    """Separates what `launch/train.py` composed into the run's config (a plain dict) and its options.
+
+    Raises:
+        ConfigError: a `distributed.*` value out of range (the run's config is validated later).
+    """
     values = OmegaConf.to_container(cfg, resolve=True)
-    options = LaunchOptions(**{f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
+    options = _build(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
+    validate_distributed(options.distributed)
     return values, options
+
+
+def validate_distributed(cfg: DistributedConfig) -> None:
+    """Raises ConfigError for a process count or index out of range."""
+    if cfg.num_processes is not None and cfg.num_processes < 1:
+        raise ConfigError(f"distributed.num_processes must be >= 1, got {cfg.num_processes}")
+    if cfg.process_id is not None and not 0 <= cfg.process_id < (cfg.num_processes or math.inf):
+        raise ConfigError(
+            f"distributed.process_id must be in [0, distributed.num_processes={cfg.num_processes}), "
+            f"got {cfg.process_id}"
+        )
 
 
 def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:

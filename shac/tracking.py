@@ -90,21 +90,25 @@ class Tracker:
         start_epoch: epochs already done. `metrics.jsonl` keeps its records up to
             this epoch (those a resumed run will not repeat) and drops the rest;
             wall time continues from the last one kept.
+        write: False for the processes other than 0 of a multi-process run: they
+            keep `last_record` but write, send and show nothing.
     """
 
-    def __init__(self, config: TrainConfig, run_dir: Path, start_epoch: int = 0):
+    def __init__(self, config: TrainConfig, run_dir: Path, start_epoch: int = 0, write: bool = True):
         self.config = config
         self.run_dir = run_dir
         kept = [r for r in read_records(run_dir) if r.get("epoch", math.inf) <= start_epoch]
         self.last_record: dict = kept[-1] if kept else {}
         self.start = time.perf_counter() - self.last_record.get("wall_time_s", 0.0)
+        self._file = self._wandb_run = self._progress = None
+        if not write:
+            return
         path = run_dir / METRICS_FILE
         partial = path.with_suffix(".jsonl.tmp")
         partial.write_text("".join(json.dumps(record) + "\n" for record in kept))
         partial.replace(path)  # atomic: a run killed here still has every record it kept
         self._file = open(path, "a")  # noqa: SIM115 (closed in close())
         self._wandb_run = _wandb_run(config, run_dir)
-        self._progress = None
         if config.logger.progress:
             self._progress = Progress(
                 TextColumn("epoch"),
@@ -137,8 +141,9 @@ class Tracker:
         wall_time = self.wall_time
         record = {"epoch": epoch, "env_steps": env_steps, "wall_time_s": round(wall_time, 3)}
         record.update({name: _finite_or_none(float(value)) for name, value in metrics.items()})
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
         if self._wandb_run is not None:
             self._wandb_run.log({k: v for k, v in record.items() if v is not None}, step=epoch)
         if self._progress is not None:
@@ -165,7 +170,8 @@ class Tracker:
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
         if self._wandb_run is not None:
             self._wandb_run.finish()
 

@@ -9,7 +9,10 @@ from functools import partial
 from pathlib import Path
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
+from shac import parallel
 from shac.algorithm import Shac, TrainState
 from shac.checkpoint import Checkpointer
 from shac.config import ConfigError, TrainConfig, make_env
@@ -80,6 +83,12 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
     derived from the seed and the epoch, so a resumed run continues exactly as
     the uninterrupted run would have.
 
+    The environments are split over all devices (`shac.parallel`). In a
+    multi-process run (`jax.distributed` initialised) every process calls this
+    with the same arguments; each simulates the environments of its devices,
+    all take part in checkpoints, and only process 0 writes the config,
+    metrics, videos, W&B files and policy.
+
     Args:
         config: the run's config.
         run_dir: the run directory.
@@ -91,7 +100,8 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
         CheckpointError: `resume` and no readable checkpoint.
         IncompatibleCheckpointError: `resume` with a config that changes the
             state's shapes (raised before anything compiles).
-        ConfigError: `resume` with `algo.max_epochs` below the checkpoint's epoch.
+        ConfigError: `resume` with `algo.max_epochs` below the checkpoint's epoch, or
+            `algo.num_envs` not a multiple of the device count (before anything compiles).
         FileExistsError: not `resume`, and `run_dir` already holds checkpoints.
 
     Returns:
@@ -100,11 +110,12 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
     run_dir.mkdir(parents=True, exist_ok=True)
     env = make_env(config.env, config.randomization, config.smoothing)
     shac = Shac(config.algo, env)
-    key, eval_key = jax.random.split(jax.random.key(config.seed))
+    mesh = parallel.make_mesh(config.algo.num_envs)
+    key, eval_key = _seed_keys(config.seed, mesh)
     max_epochs = config.algo.max_epochs
     with Checkpointer(run_dir, config.checkpoint) as checkpointer:
         if resume:
-            state = checkpointer.restore_latest(jax.eval_shape(shac.init, key), config)
+            state = checkpointer.restore_latest(parallel.abstract_state(shac, mesh), config)
             if int(state.epoch) > max_epochs:
                 raise ConfigError(
                     f"algo.max_epochs={max_epochs} is below the epoch of the checkpoint to resume ({int(state.epoch)})"
@@ -117,22 +128,47 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
         else:
             # jitted: eager, each of MJX's many small ops compiles on its own, which takes longer than
             # compiling init whole, and only whole compilations go into the persistent cache
-            state = jax.jit(shac.init)(key)
-        save_config(run_dir, config)
-        return _loop(config, run_dir, shac, state, eval_key, checkpointer)
+            state = parallel.sharded_init(shac, mesh)(key)
+        if jax.process_index() == 0:
+            save_config(run_dir, config)
+        return _loop(config, run_dir, shac, mesh, state, eval_key, checkpointer)
+
+
+def _seed_keys(seed: int, mesh: jax.sharding.Mesh) -> jax.Array:
+    """The keys of the training state and of the evaluations, [2], whole on every device of `mesh`.
+
+    Replicated over the mesh, every process holds them as one global array.
+    """
+    keys = np.asarray(jax.random.key_data(jax.random.split(jax.random.key(seed))))
+    return jax.random.wrap_key_data(jax.device_put(keys, parallel.replicated(mesh)))
+
+
+def _any_process(signal_number: int | None) -> int | None:
+    """The stop signal if any process received one (every process gets the same answer), else None."""
+    if jax.process_count() == 1:
+        return signal_number
+    received = multihost_utils.process_allgather(np.int32(signal_number or 0))
+    return int(received.max()) or None
 
 
 def _loop(
-    config: TrainConfig, run_dir: Path, shac: Shac, state: TrainState, eval_key: jax.Array, checkpointer: Checkpointer
+    config: TrainConfig,
+    run_dir: Path,
+    shac: Shac,
+    mesh: jax.sharding.Mesh,
+    state: TrainState,
+    eval_key: jax.Array,
+    checkpointer: Checkpointer,
 ) -> tuple[TrainState, dict]:
     """Runs the epochs after `state.epoch`; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint."""
     env = shac.env
-    epoch_fn = jax.jit(shac.epoch)
+    primary = jax.process_index() == 0
+    epoch_fn = parallel.sharded_epoch(shac, mesh)
     eval_fn = jax.jit(partial(evaluate, env, shac.actor, episodes=config.eval.episodes))
     episode_fn = jax.jit(partial(run_episode, env, shac.actor))
     start, max_epochs = int(state.epoch), config.algo.max_epochs
     every, video_every, checkpoint_every = config.eval.every, config.logger.video_every, config.checkpoint.every
-    with Tracker(config, run_dir, start_epoch=start) as tracker, _StopSignals() as stop:
+    with Tracker(config, run_dir, start_epoch=start, write=primary) as tracker, _StopSignals() as stop:
         for epoch in range(start + 1, max_epochs + 1):
             state, metrics = epoch_fn(state)
             last = epoch == max_epochs
@@ -144,16 +180,19 @@ def _loop(
                 tracker.log(epoch, int(state.env_steps), jax.device_get(metrics))
             if video_every and epoch % video_every == 0:
                 episode = episode_fn(state.actor_params, state.normalizer, video_key)
-                path = episode_video(run_dir / VIDEO_DIR / f"epoch_{epoch}.mp4", env.mj_model, episode, env.ctrl_dt)
-                tracker.log_video(epoch, path)
-            if stop.received or last or (checkpoint_every and epoch % checkpoint_every == 0):
+                if primary:
+                    path = run_dir / VIDEO_DIR / f"epoch_{epoch}.mp4"
+                    tracker.log_video(epoch, episode_video(path, env.mj_model, episode, env.ctrl_dt))
+            stopping = _any_process(stop.received)
+            if stopping or last or (checkpoint_every and epoch % checkpoint_every == 0):
                 checkpointer.save(state, config)
-            if stop.received and not last:
+            if stopping and not last:
                 checkpointer.wait_until_finished()
-                raise TrainingInterrupted(stop.received, epoch, run_dir)
+                raise TrainingInterrupted(stopping, epoch, run_dir)
         checkpointer.wait_until_finished()
         if max_epochs in checkpointer.steps():
             tracker.log_artifact("checkpoint", "checkpoint", [checkpointer.path(max_epochs)])
-        save_policy(run_dir, state.actor_params, state.normalizer)
+        if primary:
+            save_policy(run_dir, state.actor_params, state.normalizer)
         tracker.log_artifact("policy", "model", [run_dir / POLICY_FILE, run_dir / CONFIG_FILE])
     return state, tracker.last_record

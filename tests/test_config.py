@@ -12,6 +12,7 @@ from hydra.errors import ConfigCompositionException
 import envs
 from shac.config import (
     ConfigError,
+    DistributedConfig,
     TrainConfig,
     apply_overrides,
     register_configs,
@@ -113,6 +114,30 @@ def test_launch_options_are_split_from_the_run_config():
     assert (options.resume, options.compile_cache) == ("runs/x", "off")
     assert "resume" not in values and "compile_cache" not in values
     assert to_train_config(values).checkpoint.every == 7
+
+
+def test_distributed_options_are_launch_options():
+    values, options = split_launch_config(
+        compose_config("distributed.enabled=true", "distributed.num_processes=4", "distributed.process_id=3")
+    )
+    assert options.distributed == DistributedConfig(enabled=True, num_processes=4, process_id=3)
+    assert "distributed" not in values
+    assert split_launch_config(compose_config())[1].distributed == DistributedConfig()  # off, all detected
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["distributed.num_processes=0"], "distributed.num_processes must be >= 1, got 0"),
+        (
+            ["distributed.num_processes=2", "distributed.process_id=2"],
+            r"distributed.process_id must be in \[0, distributed.num_processes=2\), got 2",
+        ),
+    ],
+)
+def test_bad_distributed_options_fail_with_a_message(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        split_launch_config(compose_config(*overrides))
 
 
 def test_resume_overrides_change_values_by_key():
