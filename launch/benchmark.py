@@ -57,8 +57,9 @@ def env_algo(name: str) -> AlgoConfig:
     return AlgoConfig(**values)
 
 
-def learning(config: BenchmarkConfig, out: Path, meta: dict) -> tuple[dict, str, list[Path]]:
-    from shac.benchmarks import learning, report
+def learning(config: BenchmarkConfig, meta: dict) -> dict:
+    """Trains every method and seed; the results with every run's records."""
+    from shac.benchmarks import learning
     from shac.config import make_env
 
     env = make_env(config.env, config.randomization, config.smoothing)
@@ -82,23 +83,19 @@ def learning(config: BenchmarkConfig, out: Path, meta: dict) -> tuple[dict, str,
                 flush=True,
             )
             runs.append({"method": method, "seed": seed, **result.to_json()})
-    records = [r for run in runs for r in run["records"]]
-    summary = report.learning_summary(records)
     results = {**meta, "suite": "learning", "env": config.env.name, "budget_s": budget_s}
-    results |= {"config": dataclasses.asdict(config), "runs": runs, "records": records, "summary": summary}
-    title = f"{config.env.name}, {config.budget_minutes:g} min per method"
-    plots = report.plot_learning(records, title, out / "learning")
-    return results, report.learning_table(summary), plots
+    return results | {"config": dataclasses.asdict(config), "runs": runs}
 
 
-def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> tuple[dict, str, list[Path]]:
-    from shac.benchmarks import report, throughput
+def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
+    """Measures every point of the grid (saving results.json after each); the results with the points."""
+    from shac.benchmarks import throughput
     from shac.config import make_env
 
     grid = config.throughput
-    names = grid.envs or (config.env.name,)
-    points = []
-    for name in names:
+    results = {**meta, "suite": "throughput", "preset": config.preset, "grid": dataclasses.asdict(grid)}
+    results |= {"envs": list(grid.envs or (config.env.name,)), "points": []}
+    for name in results["envs"]:
         env = make_env(dataclasses.replace(config.env, name=name), config.randomization, config.smoothing)
         algo = config.algo if name == config.env.name else env_algo(name)
         for n in grid.num_envs:
@@ -108,11 +105,44 @@ def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> tuple[dict, st
                     name, env, algo, n, h, grid.repeats, config.apg if grid.apg else None, grid.apg_updates
                 )
                 print("  " + ", ".join(f"{k} {v:.3g}" for k, v in point.items() if isinstance(v, float)), flush=True)
-                points.append(point)
-                (out / "results.json").write_text(json.dumps({**meta, "points": points}, indent=1) + "\n")
-    results = {**meta, "suite": "throughput", "preset": config.preset, "grid": dataclasses.asdict(grid)}
-    results["points"] = points
-    return results, report.throughput_table(points), [report.plot_throughput(points, out / "throughput.png")]
+                results["points"].append(point)
+                (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    return results
+
+
+def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
+    """The docs section name, the Markdown table and the plots (written into `out`) of `results`."""
+    from shac.benchmarks import report
+
+    if results["suite"] == "learning":
+        records = [r for run in results["runs"] for r in run["records"]]
+        title = f"{results['env']}, {results['budget_s'] / 60:g} min per method"
+        table = report.learning_table(report.learning_summary(records))
+        return f"learning_{results['env']}", table, report.plot_learning(records, title, out / "learning")
+    section = f"throughput_{'_'.join(results['envs'])}_{results['preset']}"
+    points = results["points"]
+    return section, report.throughput_table(points), [report.plot_throughput(points, out / "throughput.png")]
+
+
+def write_docs(doc: Path, section: str, results: dict, table: str, files: list[Path], rendered_by: str) -> None:
+    """Copies `files` to docs/benchmarks/<section>/ and replaces `section` of `doc` with the table
+    (`rendered_by`: the command that re-rendered it from a results.json, if it did)."""
+    from shac.benchmarks import report
+
+    folder = ROOT / "docs" / "benchmarks" / section
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        shutil.copy(path, folder / path.name)
+    load = ", ".join(f"{x:.2f}" for x in results["load_average_at_start"])
+    links = " ".join(f"![{p.stem}](benchmarks/{section}/{p.name})" for p in files if p.suffix == ".png")
+    rerendered = f"Re-rendered from its results.json with:\n\n```bash\n{rendered_by}\n```\n\n" if rendered_by else ""
+    body = (
+        f"Measured {results['date']} on {results['cpu_count']} CPU cores ({results['device']}, jax "
+        f"{results['jax']}), load average at start {load} (1, 5, 15 min), with:\n\n"
+        f"```bash\n{results['command']}\n```\n\n{rerendered}{table}\n\n"
+        f"Raw results: [results.json](benchmarks/{section}/results.json).\n\n{links}\n"
+    )
+    report.replace_section(doc, section, body)
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="benchmark")
@@ -124,30 +154,21 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as e:
         sys.exit(f"config error: {e}")
     configure_runtime(precision=config.precision)
-    from shac.benchmarks import report
-
     out = Path(HydraConfig.get().runtime.output_dir)
-    meta = machine(load_average)
-    suite = learning if config.suite == "learning" else throughput
-    results, table, plots = suite(config, out, meta)
+    if config.from_results:
+        results = json.loads(Path(config.from_results).read_text())
+    elif config.suite == "learning":
+        results = learning(config, machine(load_average))
+    else:
+        results = throughput(config, out, machine(load_average))
+    out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    section, table, plots = render(results, out)
     print(table)
     print(f"results: {out / 'results.json'}")
     if config.docs:
-        envs = config.env.name if config.suite == "learning" else "_".join(config.throughput.envs or (config.env.name,))
-        section = f"{config.suite}_{envs}_{config.preset}" if config.suite == "throughput" else f"{config.suite}_{envs}"
-        folder = ROOT / "docs" / "benchmarks" / section
-        folder.mkdir(parents=True, exist_ok=True)
-        for path in [out / "results.json", *plots]:
-            shutil.copy(path, folder / path.name)
-        load = ", ".join(f"{x:.2f}" for x in load_average)
-        links = " ".join(f"![{p.stem}](benchmarks/{section}/{p.name})" for p in plots)
-        body = (
-            f"Measured {meta['date']} on {meta['cpu_count']} CPU cores ({meta['device']}), load average at start "
-            f"{load} (1, 5, 15 min), with:\n\n```bash\n{meta['command']}\n```\n\n{table}\n\n"
-            f"Raw results: [results.json](benchmarks/{section}/results.json).\n\n{links}\n"
-        )
-        report.replace_section(ROOT / config.docs, section, body)
+        rendered_by = "python launch/benchmark.py " + " ".join(sys.argv[1:]) if config.from_results else ""
+        write_docs(ROOT / config.docs, section, results, table, [out / "results.json", *plots], rendered_by)
         print(f"docs: {config.docs} (section {section})")
 
 

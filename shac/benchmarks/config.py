@@ -104,6 +104,8 @@ class BenchmarkConfig(TrainConfig):
     """learning: SHAC's environment steps between evaluations (rounded up to whole epochs)."""
     eval_episodes: int = 16
     """Episodes per evaluation (the same deterministic evaluation for every method)."""
+    from_results: str = ""
+    """A results.json of an earlier run: re-render its table, plots and docs section instead of measuring."""
     docs: str = "docs/benchmarks.md"
     """Markdown file whose generated section for this suite and env is replaced; empty: none."""
     ppo: PPOConfig = PPOConfig()

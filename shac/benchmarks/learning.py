@@ -156,15 +156,13 @@ def train_shac(
     epochs_per_eval = -(-eval_every_steps // (config.num_envs * config.horizon))
     state = jax.jit(shac.init)(jax.random.key(seed))
     epoch = jax.jit(shac.epoch)
-    try:
+    with contextlib.suppress(BudgetSpent):
         recorder(0, (state.actor_params, state.normalizer))
         while True:
             for _ in range(epochs_per_eval):
                 state, _ = epoch(state)
             jax.block_until_ready(state)
             recorder(int(state.env_steps), (state.actor_params, state.normalizer))
-    except BudgetSpent:
-        pass
     return recorder.result()
 
 
@@ -277,13 +275,10 @@ def train_apg(env: MjxEnv, config: APGConfig, seed: int, budget_s: float, episod
             recorder = Recorder(env, "apg", seed, budget_s, episodes, _brax_policy(make_policy))
         recorder(len(recorder.raw) * updates_per_eval * steps_per_update, params)
 
-    try:
-        with apg_callback(on_evaluation):
-            apg_train.train(
-                **apg_arguments(env, config, seed),
-                policy_updates=MAX_INTERVALS * updates_per_eval,
-                num_evals=MAX_INTERVALS + 1,
-            )
-    except BudgetSpent:
-        pass
+    with contextlib.suppress(BudgetSpent), apg_callback(on_evaluation):
+        apg_train.train(
+            **apg_arguments(env, config, seed),
+            policy_updates=MAX_INTERVALS * updates_per_eval,
+            num_evals=MAX_INTERVALS + 1,
+        )
     return recorder.result()
