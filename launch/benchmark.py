@@ -157,6 +157,10 @@ def main(cfg: DictConfig) -> None:
     out = Path(HydraConfig.get().runtime.output_dir)
     if config.from_results:
         results = json.loads(Path(config.from_results).read_text())
+        if results["suite"] == "learning":
+            from shac.benchmarks.learning import retime
+
+            results["runs"] = [retime(run) for run in results["runs"]]
     elif config.suite == "learning":
         results = learning(config, machine(load_average))
     else:

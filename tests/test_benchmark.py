@@ -8,22 +8,32 @@ import envs
 from shac.benchmarks import report
 from shac.benchmarks.clock import BudgetClock
 from shac.benchmarks.config import PPOConfig
-from shac.benchmarks.learning import train_ppo
+from shac.benchmarks.learning import retime, train_ppo
 from tests.conftest import run_cli
 
 
 def test_clock_leaves_out_the_first_laps_compile_time():
-    clock = BudgetClock(budget_s=12.0)
-    clock.laps = [10.0]
+    clock = BudgetClock(budget_s=16.0)
+    clock.laps = [10.0, 6.0]
     assert clock.compile_s is None and not clock.spent()  # never spent before the compile time is known
-    clock.laps = [10.0, 4.0, 4.0]
-    assert clock.compile_s == 6.0  # 10 - 4
-    assert clock.elapsed() == 12.0  # 10 + 4 + 4 - 6
-    assert clock.elapsed(1) == 4.0  # the first lap without its compilation
+    clock.laps = [10.0, 6.0, 4.0, 4.0]
+    assert clock.counted() == [4.0, 4.0, 4.0, 4.0]  # the first two count as long as the third
+    assert clock.compile_s == 8.0  # (10 - 4) + (6 - 4)
+    assert clock.elapsed() == 16.0
+    assert clock.elapsed(1) == 4.0
     assert clock.spent()
-    assert not BudgetClock(budget_s=12.5).spent()
+    assert not BudgetClock(budget_s=16.5).spent()
+    clock.laps = [10.0, 6.0, 8.0]  # a slow third lap: only the first lap's excess is compilation
+    assert clock.compile_s == 2.0 and clock.elapsed() == 22.0  # 8 + 6 + 8
     with pytest.raises(ValueError, match="budget must be > 0"):
         BudgetClock(budget_s=0)
+
+
+def test_retime_recomputes_an_older_runs_times_from_its_laps():
+    records = [{"env_steps": 10 * k, "wall_time_s": -1.0} for k in range(4)]
+    run = retime({"records": records, "compile_s": None, "laps_s": [10.0, 6.0, 4.0]})
+    assert [r["wall_time_s"] for r in run["records"]] == [0.0, 4.0, 8.0, 12.0]  # laps counted 4, 4, 4
+    assert run["compile_s"] == 8.0
 
 
 def _record(method, seed, env_steps, wall_time_s, eval_return):
@@ -101,12 +111,12 @@ def test_ppo_stops_at_the_first_evaluation_after_its_budget():
         eval_every_steps=80,  # one training step of 8 * 5 * 2 steps
     )
     result = train_ppo(env, config, seed=0, budget_s=1e-6, episodes=2)
-    # evaluated untrained, after lap 1 (compiles) and lap 2 (compile time known, budget spent): stop
-    assert [r.env_steps for r in result.records] == [0, 80, 160]
-    assert [r.method for r in result.records] == ["ppo"] * 3
-    assert len(result.laps_s) == 2 and result.compile_s is not None
+    # evaluated untrained and after laps 1, 2 (compiling) and 3 (compile time known, budget spent): stop
+    assert [r.env_steps for r in result.records] == [0, 80, 160, 240]
+    assert [r.method for r in result.records] == ["ppo"] * 4
+    assert len(result.laps_s) == 3 and result.compile_s is not None
     times = [r.wall_time_s for r in result.records]
-    assert times[0] == 0.0 and 0 <= times[1] <= times[2]
+    assert times[0] == 0.0 and 0 <= times[1] <= times[2] <= times[3]
     assert all(r.eval_return == r.eval_return for r in result.records)  # not NaN
 
 

@@ -137,6 +137,15 @@ class Recorder:
         return RunResult(records=records, compile_s=self.clock.compile_s, laps_s=list(self.clock.laps))
 
 
+def retime(run: dict) -> dict:
+    """A run of a results.json (records, compile_s, laps_s) with its times recomputed from its laps by
+    `BudgetClock` (the same times for a run measured with this code; updated ones for older runs)."""
+    clock = BudgetClock(budget_s=1.0)
+    clock.laps = list(run["laps_s"])
+    records = [{**record, "wall_time_s": clock.elapsed(k)} for k, record in enumerate(run["records"])]
+    return {**run, "records": records, "compile_s": clock.compile_s}
+
+
 def train_shac(
     env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float, episodes: int, eval_every_steps: int
 ) -> RunResult:
