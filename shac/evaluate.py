@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -19,10 +21,29 @@ def evaluate(
     key: jax.Array,
     episodes: int,
 ) -> jax.Array:
-    """Undiscounted returns of `episodes` full episodes under the mean action.
+    """Undiscounted returns of `episodes` full episodes under SHAC's mean action (see `evaluate_policy`).
+
+    Returns:
+        float32 [episodes] returns.
+    """
+
+    def policy(obs: jax.Array) -> jax.Array:
+        mean, _ = actor.apply(actor_params, normalizer.normalize(obs))
+        return deterministic_action(mean)
+
+    return evaluate_policy(env, policy, key, episodes)
+
+
+def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: jax.Array, episodes: int) -> jax.Array:
+    """Undiscounted returns of `episodes` full episodes under a deterministic policy.
 
     Each episode runs from a fresh reset until it terminates or reaches the
-    time limit; rewards after the end are not counted.
+    time limit; rewards after the end are not counted. Any method's policy can
+    be evaluated this way (the benchmarks evaluate brax's PPO and APG with it).
+
+    Args:
+        policy: raw observations float32 [episodes, obs_dim] -> actions
+            float32 [episodes, action_dim] in [-1, 1].
 
     Returns:
         float32 [episodes] returns.
@@ -32,8 +53,7 @@ def evaluate(
 
     def step(carry, _):
         state, alive, returns = carry
-        mean, _ = actor.apply(actor_params, normalizer.normalize(state.obs))
-        state = step_env(state, deterministic_action(mean))
+        state = step_env(state, policy(state.obs))
         returns = returns + alive * state.reward
         alive = alive * (1.0 - state.done)
         return (state, alive, returns), None

@@ -1,0 +1,1 @@
+"""Benchmarks against the peers: the budget clock, the learning and throughput suites, their reports."""

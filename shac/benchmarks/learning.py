@@ -1,0 +1,293 @@
+"""SHAC, brax APG and brax PPO trained on one environment under the same wall-clock budget.
+
+Each method is evaluated at regular intervals with the same deterministic
+evaluation (`shac.evaluate.evaluate_policy`: the squashed mean action, full
+episodes, the same initial states at the k-th evaluation of every method), on
+the same registered environment object. The brax methods train it through
+brax's own wrappers (`brax.envs.training.wrap`). Training time is measured by
+`BudgetClock` (evaluation and compilation excluded); a run stops at the first
+evaluation after its budget is spent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+from unittest import mock
+
+import jax
+import jax.numpy as jnp
+from brax.training.agents.apg import networks as apg_networks
+from brax.training.agents.apg import train as apg_train
+from brax.training.agents.ppo import networks as ppo_networks
+from brax.training.agents.ppo import train as ppo_train
+
+from envs import MjxEnv
+from shac.algorithm import Shac
+from shac.benchmarks.clock import BudgetClock, BudgetSpent
+from shac.benchmarks.config import APGConfig, PPOConfig
+from shac.config import AlgoConfig
+from shac.evaluate import evaluate_policy
+from shac.networks import deterministic_action
+
+MAX_INTERVALS = 100_000
+"""Evaluation intervals the brax methods are sized for; the budget always stops them long before."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One evaluation of one method's run.
+
+    Attributes:
+        method: shac, apg or ppo.
+        seed: the run's seed.
+        env_steps: environment steps trained on so far.
+        wall_time_s: training seconds so far (compilation and evaluation excluded).
+        eval_return: mean undiscounted return of the evaluation episodes.
+        eval_std: their standard deviation.
+    """
+
+    method: str
+    seed: int
+    env_steps: int
+    wall_time_s: float
+    eval_return: float
+    eval_std: float
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: its evaluations and how its time was counted.
+
+    Attributes:
+        records: the evaluations, the untrained policy's first (at 0 s, 0 steps).
+        compile_s: the first interval's excess over the second, left out of `wall_time_s`.
+        laps_s: raw seconds of each training interval between evaluations.
+    """
+
+    records: list[Record]
+    compile_s: float | None
+    laps_s: list[float]
+
+    def to_json(self) -> dict:
+        return {"records": [asdict(r) for r in self.records], "compile_s": self.compile_s, "laps_s": self.laps_s}
+
+
+class Recorder:
+    """The evaluation callback every method's training loop calls between intervals.
+
+    Each call ends the running lap, evaluates the policy, and raises
+    `BudgetSpent` once the clock's budget is used up; otherwise it starts the
+    next lap.
+
+    Args:
+        env: the environment evaluated (unwrapped).
+        method: the method's name, for the records.
+        seed: the run's seed; the k-th evaluation's initial states come from (seed, k) alone.
+        budget_s: training seconds the run may use.
+        episodes: episodes per evaluation.
+        make_policy: parameters -> deterministic policy (raw obs float32 [E, obs_dim]
+            -> actions float32 [E, action_dim]); jitted with the parameters as argument.
+    """
+
+    def __init__(
+        self,
+        env: MjxEnv,
+        method: str,
+        seed: int,
+        budget_s: float,
+        episodes: int,
+        make_policy: Callable[[Any], Callable[[jax.Array], jax.Array]],
+    ):
+        self.method, self.seed = method, seed
+        self.clock = BudgetClock(budget_s)
+        self.key = jax.random.key(seed)
+        self.raw: list[tuple[int, float, float]] = []
+
+        def returns(params, key):
+            return evaluate_policy(env, make_policy(params), key, episodes)
+
+        self._evaluate = jax.jit(returns)
+
+    def __call__(self, env_steps: int, params: Any) -> None:
+        if self.raw:
+            self.clock.lap()
+        returns = self._evaluate(params, jax.random.fold_in(self.key, len(self.raw)))
+        self.raw.append((int(env_steps), float(jnp.mean(returns)), float(jnp.std(returns))))
+        if self.clock.spent():
+            raise BudgetSpent
+        self.clock.resume()
+
+    def result(self) -> RunResult:
+        """The records, with training time from the clock (the k-th evaluation after k laps)."""
+        records = [
+            Record(
+                method=self.method,
+                seed=self.seed,
+                env_steps=steps,
+                wall_time_s=self.clock.elapsed(k),
+                eval_return=mean,
+                eval_std=std,
+            )
+            for k, (steps, mean, std) in enumerate(self.raw)
+        ]
+        return RunResult(records=records, compile_s=self.clock.compile_s, laps_s=list(self.clock.laps))
+
+
+def retime(run: dict) -> dict:
+    """A run of a results.json (records, compile_s, laps_s) with its times recomputed from its laps by
+    `BudgetClock` (the same times for a run measured with this code; updated ones for older runs)."""
+    clock = BudgetClock(budget_s=1.0)
+    clock.laps = list(run["laps_s"])
+    records = [{**record, "wall_time_s": clock.elapsed(k)} for k, record in enumerate(run["records"])]
+    return {**run, "records": records, "compile_s": clock.compile_s}
+
+
+def train_shac(
+    env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float, episodes: int, eval_every_steps: int
+) -> RunResult:
+    """SHAC (`shac.algorithm`) with `config`, evaluated every `eval_every_steps` (whole epochs)."""
+    shac = Shac(config, env)
+
+    def make_policy(params):
+        actor_params, normalizer = params
+
+        def policy(obs):
+            mean, _ = shac.actor.apply(actor_params, normalizer.normalize(obs))
+            return deterministic_action(mean)
+
+        return policy
+
+    recorder = Recorder(env, "shac", seed, budget_s, episodes, make_policy)
+    epochs_per_eval = -(-eval_every_steps // (config.num_envs * config.horizon))
+    state = jax.jit(shac.init)(jax.random.key(seed))
+    epoch = jax.jit(shac.epoch)
+    with contextlib.suppress(BudgetSpent):
+        recorder(0, (state.actor_params, state.normalizer))
+        while True:
+            for _ in range(epochs_per_eval):
+                state, _ = epoch(state)
+            jax.block_until_ready(state)
+            recorder(int(state.env_steps), (state.actor_params, state.normalizer))
+    return recorder.result()
+
+
+def _brax_policy(brax_policy_factory: Callable) -> Callable[[Any], Callable[[jax.Array], jax.Array]]:
+    """brax's `make_policy(params, deterministic=True)` as a parameters -> (obs -> action) factory."""
+
+    def make_policy(params):
+        policy = brax_policy_factory(params, deterministic=True)
+        return lambda obs: policy(obs, jax.random.key(0))[0]
+
+    return make_policy
+
+
+def train_ppo(env: MjxEnv, config: PPOConfig, seed: int, budget_s: float, episodes: int) -> RunResult:
+    """brax PPO with `config`, evaluated (by us) from its `policy_params_fn` callback; brax's own
+    evaluator is off."""
+    steps_per_training_step = config.batch_size * config.unroll_length * config.num_minibatches
+    training_steps_per_eval = -(-config.eval_every_steps // steps_per_training_step)
+    recorder: Recorder | None = None
+
+    def on_params(env_steps: int, make_policy: Callable, params: Any) -> None:
+        nonlocal recorder
+        if recorder is None:
+            recorder = Recorder(env, "ppo", seed, budget_s, episodes, _brax_policy(make_policy))
+        recorder(env_steps, params)
+
+    network_factory = functools.partial(
+        ppo_networks.make_ppo_networks,
+        policy_hidden_layer_sizes=config.policy_hidden,
+        value_hidden_layer_sizes=config.value_hidden,
+    )
+    with contextlib.suppress(BudgetSpent):
+        ppo_train.train(
+            environment=env,
+            num_timesteps=MAX_INTERVALS * training_steps_per_eval * steps_per_training_step,
+            num_evals=MAX_INTERVALS + 1,
+            run_evals=False,
+            num_eval_envs=1,
+            episode_length=env.episode_length,
+            num_envs=config.num_envs,
+            batch_size=config.batch_size,
+            num_minibatches=config.num_minibatches,
+            unroll_length=config.unroll_length,
+            num_updates_per_batch=config.num_updates_per_batch,
+            discounting=config.discounting,
+            learning_rate=config.learning_rate,
+            entropy_cost=config.entropy_cost,
+            reward_scaling=config.reward_scaling,
+            max_grad_norm=config.max_grad_norm,
+            normalize_observations=True,
+            network_factory=network_factory,
+            seed=seed,
+            policy_params_fn=on_params,
+        )
+    return recorder.result()
+
+
+@contextlib.contextmanager
+def apg_callback(callback: Callable[[Any, Callable, dict], None]) -> Iterator[None]:
+    """Within, brax APG calls `callback(params, make_policy, training_metrics)` where it would evaluate.
+
+    brax's APG has no parameter callback: its `acting.Evaluator` is replaced,
+    for the duration only, by one that hands over the parameters, brax's
+    `make_policy` and the training metrics (`training/walltime`, ...; empty
+    before the first epoch), and runs no evaluation of its own.
+    """
+
+    class Evaluator:
+        def __init__(self, eval_env, eval_policy_fn, **kwargs):
+            del eval_env, kwargs
+            self.make_policy = eval_policy_fn.func  # functools.partial(make_policy, deterministic=...)
+
+        def run_evaluation(self, params, training_metrics, aggregate_episodes=True):
+            del aggregate_episodes
+            callback(params, self.make_policy, training_metrics)
+            return training_metrics
+
+    with mock.patch.object(apg_train.acting, "Evaluator", Evaluator):
+        yield
+
+
+def apg_arguments(env: MjxEnv, config: APGConfig, seed: int) -> dict:
+    """The keyword arguments of `brax.training.agents.apg.train` for `config` (all but the update and
+    evaluation counts)."""
+    return {
+        "environment": env,
+        "episode_length": env.episode_length,
+        "horizon_length": config.horizon_length,
+        "num_envs": config.num_envs,
+        "learning_rate": config.learning_rate,
+        "schedule_decay": config.schedule_decay,
+        "max_gradient_norm": config.max_gradient_norm,
+        "normalize_observations": True,
+        "deterministic_eval": True,
+        "network_factory": functools.partial(apg_networks.make_apg_networks, hidden_layer_sizes=config.hidden),
+        "seed": seed,
+    }
+
+
+def train_apg(env: MjxEnv, config: APGConfig, seed: int, budget_s: float, episodes: int) -> RunResult:
+    """brax APG with `config`, evaluated (by us) where brax would evaluate (see `apg_callback`)."""
+    steps_per_update = config.num_envs * config.horizon_length
+    updates_per_eval = -(-config.eval_every_steps // steps_per_update)
+    recorder: Recorder | None = None
+
+    def on_evaluation(params: Any, make_policy: Callable, training_metrics: dict) -> None:
+        nonlocal recorder
+        del training_metrics
+        if recorder is None:
+            recorder = Recorder(env, "apg", seed, budget_s, episodes, _brax_policy(make_policy))
+        recorder(len(recorder.raw) * updates_per_eval * steps_per_update, params)
+
+    with contextlib.suppress(BudgetSpent), apg_callback(on_evaluation):
+        apg_train.train(
+            **apg_arguments(env, config, seed),
+            policy_updates=MAX_INTERVALS * updates_per_eval,
+            num_evals=MAX_INTERVALS + 1,
+        )
+    return recorder.result()

@@ -1,0 +1,142 @@
+"""The benchmarks: budget clock, summary arithmetic, a peer stopped by its budget, the throughput CLI."""
+
+import json
+
+import pytest
+
+import envs
+from shac.benchmarks import report
+from shac.benchmarks.clock import BudgetClock
+from shac.benchmarks.config import PPOConfig
+from shac.benchmarks.learning import retime, train_ppo
+from tests.conftest import run_cli
+
+
+def test_clock_leaves_out_the_first_laps_compile_time():
+    clock = BudgetClock(budget_s=16.0)
+    clock.laps = [10.0, 6.0]
+    assert clock.compile_s is None and not clock.spent()  # never spent before the compile time is known
+    clock.laps = [10.0, 6.0, 4.0, 4.0]
+    assert clock.counted() == [4.0, 4.0, 4.0, 4.0]  # the first two count as long as the third
+    assert clock.compile_s == 8.0  # (10 - 4) + (6 - 4)
+    assert clock.elapsed() == 16.0
+    assert clock.elapsed(1) == 4.0
+    assert clock.spent()
+    assert not BudgetClock(budget_s=16.5).spent()
+    clock.laps = [10.0, 6.0, 8.0]  # a slow third lap: only the first lap's excess is compilation
+    assert clock.compile_s == 2.0 and clock.elapsed() == 22.0  # 8 + 6 + 8
+    with pytest.raises(ValueError, match="budget must be > 0"):
+        BudgetClock(budget_s=0)
+
+
+def test_retime_recomputes_an_older_runs_times_from_its_laps():
+    records = [{"env_steps": 10 * k, "wall_time_s": -1.0} for k in range(4)]
+    run = retime({"records": records, "compile_s": None, "laps_s": [10.0, 6.0, 4.0]})
+    assert [r["wall_time_s"] for r in run["records"]] == [0.0, 4.0, 8.0, 12.0]  # laps counted 4, 4, 4
+    assert run["compile_s"] == 8.0
+
+
+def _record(method, seed, env_steps, wall_time_s, eval_return):
+    return {
+        "method": method,
+        "seed": seed,
+        "env_steps": env_steps,
+        "wall_time_s": wall_time_s,
+        "eval_return": eval_return,
+    }
+
+
+RECORDS = [
+    # shac, two seeds, both ending at 100
+    *[_record("shac", 0, *r) for r in [(0, 0.0, 0.0), (100, 10.0, 50.0), (200, 20.0, 90.0), (300, 30.0, 100.0)]],
+    *[_record("shac", 1, *r) for r in [(0, 0.0, 0.0), (100, 5.0, 40.0), (200, 15.0, 60.0), (300, 25.0, 100.0)]],
+    # ppo, one seed, ending at 40
+    *[_record("ppo", 0, *r) for r in [(0, 0.0, 0.0), (1000, 10.0, 20.0), (2000, 20.0, 40.0)]],
+]
+
+
+def test_learning_summary_by_hand():
+    summary = report.learning_summary(RECORDS)
+    # R0 = max(0, 0, 0) = 0; best = shac's mean final (100 + 100) / 2 = 100; thresholds 0 + f * 100
+    assert summary["start"] == 0.0 and summary["best"] == 100.0
+    assert summary["thresholds"] == {0.5: 50.0, 0.8: 80.0, 0.9: 90.0, "ppo_final": 40.0}
+    shac, ppo = summary["methods"]["shac"], summary["methods"]["ppo"]
+    assert shac["final_return"] == 100.0 and ppo["final_return"] == 40.0
+    # 50: seed 0 at (10 s, 100 steps), seed 1 first at 60 (15 s, 200 steps): means 12.5 s, 150 steps
+    assert shac["reach"][0.5] == {"reached": 2, "wall_time_s": 12.5, "env_steps": 150.0}
+    # 90: seed 0 at 90 (20 s, 200), seed 1 at 100 (25 s, 300)
+    assert shac["reach"][0.9] == {"reached": 2, "wall_time_s": 22.5, "env_steps": 250.0}
+    # PPO's final 40: seed 0 at 50 (10 s, 100), seed 1 at 40 (5 s, 100)
+    assert shac["reach"]["ppo_final"] == {"reached": 2, "wall_time_s": 7.5, "env_steps": 100.0}
+    assert ppo["reach"][0.5]["reached"] == 0 and ppo["reach"]["ppo_final"]["wall_time_s"] == 20.0
+    table = report.learning_table(summary)
+    # means of the seeds: 80% at (20 + 25) / 2 s and (200 + 300) / 2 steps; trained (30 + 25) / 2 s
+    row = "| shac | 2 | 100.0 ± 0.0 | 28 s, 300 steps | 12.5 s | 22.5 s | 22.5 s | 150 | 250 | 250 | 7.5 s | 100 |"
+    assert row in table
+    assert "| ppo | 1 | 40.0 | 20 s, 2,000 steps | not reached | not reached | not reached |" in table
+
+
+def test_negative_returns_start_from_the_best_untrained_return():
+    records = [_record("a", 0, 0, 0.0, -1000.0), _record("a", 0, 10, 1.0, -600.0), _record("a", 0, 20, 2.0, -200.0)]
+    records += [_record("b", 0, 0, 0.0, -5000.0), _record("b", 0, 10, 1.0, -700.0)]
+    summary = report.learning_summary(records)
+    # R0 = max(-1000, -5000), best = -200: 50% at -1000 + 0.5 * 800 = -600, reached at a's second record
+    assert summary["thresholds"][0.5] == -600.0
+    assert summary["methods"]["a"]["reach"][0.5]["wall_time_s"] == 1.0
+    assert summary["methods"]["b"]["reach"][0.5]["reached"] == 0  # -700 < -600
+
+
+def test_replace_section_keeps_the_rest(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nhand-written\n")
+    report.replace_section(doc, "learning_x", "first")
+    report.replace_section(doc, "learning_x", "second")
+    report.replace_section(doc, "learning_y", "other")
+    text = doc.read_text()
+    assert text.startswith("# Benchmarks\n\nhand-written\n")
+    assert "second" in text and "first" not in text and text.count("<!-- begin learning_x -->") == 1
+    assert text.index("learning_x") < text.index("learning_y")
+
+
+def test_ppo_stops_at_the_first_evaluation_after_its_budget():
+    env = envs.make("pendulum_swingup", episode_length=20)
+    config = PPOConfig(
+        num_envs=8,
+        batch_size=8,
+        num_minibatches=2,
+        unroll_length=5,
+        num_updates_per_batch=1,
+        policy_hidden=(8,),
+        value_hidden=(8,),
+        eval_every_steps=80,  # one training step of 8 * 5 * 2 steps
+    )
+    result = train_ppo(env, config, seed=0, budget_s=1e-6, episodes=2)
+    # evaluated untrained and after laps 1, 2 (compiling) and 3 (compile time known, budget spent): stop
+    assert [r.env_steps for r in result.records] == [0, 80, 160, 240]
+    assert [r.method for r in result.records] == ["ppo"] * 4
+    assert len(result.laps_s) == 3 and result.compile_s is not None
+    times = [r.wall_time_s for r in result.records]
+    assert times[0] == 0.0 and 0 <= times[1] <= times[2] <= times[3]
+    assert all(r.eval_return == r.eval_return for r in result.records)  # not NaN
+
+
+def test_throughput_gpu_preset_runs_a_tiny_point_on_cpu(tmp_path):
+    run_cli(
+        "launch/benchmark.py",
+        "preset=gpu",
+        "throughput.envs=[pendulum_swingup]",
+        "throughput.num_envs=[4]",
+        "throughput.horizons=[4]",
+        "throughput.repeats=1",
+        "throughput.apg_updates=1",
+        "docs=",
+        f"hydra.run.dir={tmp_path}",
+    )
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["suite"] == "throughput" and results["preset"] == "gpu"
+    assert len(results["load_average_at_start"]) == 3
+    [point] = results["points"]
+    assert (point["env"], point["num_envs"], point["horizon"]) == ("pendulum_swingup", 4, 4)
+    assert point["overhead"] > 0 and point["forward_s"] > 0 and point["apg_update_s"] > 0
+    assert point["epoch_memory_bytes"] > 0
+    assert (tmp_path / "throughput.png").is_file()
