@@ -22,6 +22,7 @@ from brax.envs.base import Env as BraxEnv
 from flax import struct
 from mujoco import mjx
 
+from envs.mjx_math import with_contractions
 from envs.parameters import ModelParameter, parse_all, write_all
 from envs.smoothing import Smoothing, clip_gradient
 
@@ -108,6 +109,8 @@ class MjxEnv(BraxEnv, abc.ABC):
         self.randomized: tuple[ModelParameter, ...] = ()
         self.randomization_ranges = np.zeros((0, 2))
         self.smoothing = Smoothing()
+        self.unroll_substeps = False
+        """Unroll the substep loop: a faster backward pass, a compile that grows with `n_substeps`."""
 
     def smooth(self, smoothing: Smoothing) -> None:
         """Simulates and differentiates contacts as `smoothing` says (see `envs.smoothing`)."""
@@ -215,9 +218,10 @@ class MjxEnv(BraxEnv, abc.ABC):
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
             return self.smoothing.step(model, data), None
 
-        data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps)
+        data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps, unroll=self.unroll_substeps)
         return data
 
+    @with_contractions
     def data_from_qpos_qvel(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
         """A simulator state at time 0 with the given coordinates, kinematics computed."""
         data = mjx.make_data(self.mjx_model).replace(qpos=qpos, qvel=qvel)

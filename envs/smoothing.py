@@ -5,18 +5,22 @@ Modes (shared/design/shac.md s6):
     soft: softer contacts (solref time constant and damping ratio, solimp,
         margin) for both the simulation and its gradient.
     straight_through: the simulation uses the physical model, the gradient the
-        softened one: y = stop_gradient(f(x)) + f_soft(x) - stop_gradient(f_soft(x)).
-        (Without the first stop_gradient the derivative would be df + df_soft,
-        which doubles the state gradient at every step.)
+        softened one: y = f(x) with dy/dx = df_soft/dx, as a custom VJP: the
+        forward pass runs only the physical step and keeps its input; the
+        backward pass runs the softened step from that input and pulls the
+        cotangent back through it.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 from mujoco import mjx
+
+from envs.mjx_math import with_contractions
 
 MODES = ("none", "soft", "straight_through")
 
@@ -69,21 +73,33 @@ class Smoothing:
             pair_margin=model.pair_margin + self.margin,
         )
 
+    @with_contractions
     def step(self, model: mjx.Model, data: mjx.Data) -> mjx.Data:
-        """One physics step of `model` under this smoothing."""
+        """One physics step of `model` under this smoothing (MJX's math as contractions, see `envs.mjx_math`)."""
         if self.mode == "none":
             return mjx.step(model, data)
-        soft = mjx.step(self.soften(model), data)
         if self.mode == "soft":
-            return soft
-        return jax.tree.map(_straight_through, mjx.step(model, data), soft)
+            return mjx.step(self.soften(model), data)
+        return _straight_through_step(self, model, data)
 
 
-def _straight_through(hard: jax.Array, soft: jax.Array) -> jax.Array:
-    """The value of `hard` with the derivative of `soft` (float leaves; others are `hard`)."""
-    if not jnp.issubdtype(hard.dtype, jnp.floating):
-        return hard
-    return jax.lax.stop_gradient(hard) + (soft - jax.lax.stop_gradient(soft))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _straight_through_step(smoothing: Smoothing, model: mjx.Model, data: mjx.Data) -> mjx.Data:
+    """`mjx.step(model, data)`, differentiated as `mjx.step(smoothing.soften(model), data)`."""
+    return mjx.step(model, data)
+
+
+def _straight_through_forward(smoothing, model, data):
+    return mjx.step(model, data), (model, data)
+
+
+@with_contractions
+def _straight_through_backward(smoothing, inputs, cotangent):
+    _, pullback = jax.vjp(lambda m, d: mjx.step(smoothing.soften(m), d), *inputs)
+    return pullback(cotangent)
+
+
+_straight_through_step.defvjp(_straight_through_forward, _straight_through_backward)
 
 
 @jax.custom_vjp

@@ -40,6 +40,9 @@ class EnvConfig:
     """Registered environment name (see `envs.names()`)."""
     episode_length: int | None = None
     """Control steps per episode; None keeps the environment's default."""
+    unroll_substeps: bool = False
+    """Unroll the physics substeps of a control step: a faster backward pass (ant, 2 substeps:
+    17% less gradient time at the same compile time); the compile grows with the substep count."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,10 @@ class AlgoConfig:
     """Initial state-independent log standard deviation of the policy."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
+    checkpoint_every: int = 0
+    """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
+    recomputes the steps between (memory nearly flat in the horizon, one extra forward pass);
+    k must divide the horizon. 0 stores every step's intermediates."""
 
 
 @dataclass(frozen=True)
@@ -372,6 +379,10 @@ def validate(cfg: TrainConfig) -> None:
     for name, widths in {"algo.actor_hidden": algo.actor_hidden, "algo.critic_hidden": algo.critic_hidden}.items():
         if not all(w > 0 for w in widths):
             raise ConfigError(f"{name} widths must be > 0, got {list(widths)}")
+    if algo.checkpoint_every < 0 or (algo.checkpoint_every and algo.horizon % algo.checkpoint_every):
+        raise ConfigError(
+            f"algo.checkpoint_every={algo.checkpoint_every} must be 0 (off) or divide algo.horizon={algo.horizon}"
+        )
     samples = algo.num_envs * algo.horizon
     if samples % algo.critic_minibatches:
         raise ConfigError(
@@ -409,6 +420,7 @@ def make_env(
     """The environment an `EnvConfig` names, with its overrides, domain randomisation and contact smoothing."""
     overrides = {} if env_cfg.episode_length is None else {"episode_length": env_cfg.episode_length}
     env = envs.make(env_cfg.name, **overrides)
+    env.unroll_substeps = env_cfg.unroll_substeps
     if smoothing is not None:
         env.smooth(smoothing)
     if randomization is not None and randomization.mode != "none":

@@ -62,6 +62,7 @@ def rollout(
     reset_states: State,
     key: jax.Array,
     horizon: int,
+    checkpoint_every: int = 0,
 ) -> tuple[State, Window]:
     """Runs `horizon` steps of the batched env under the stochastic policy.
 
@@ -78,6 +79,11 @@ def rollout(
         reset_states: batched [N] initial states used for resets.
         key: randomness of the action noise.
         horizon: h, the number of steps.
+        checkpoint_every: if k > 0 (k must divide h), the window runs as h / k
+            segments of k steps and the backward pass keeps only the state at
+            each segment's start, recomputing the segment's forward steps
+            (`jax.checkpoint`): memory ~ (h / k) states + k steps of
+            intermediates instead of h steps, for one extra forward pass.
 
     Returns:
         The batched state after the window (resets applied) and the `Window`.
@@ -109,4 +115,14 @@ def rollout(
         )
         return tree_where(done, reset_states, next_state), record
 
-    return jax.lax.scan(step, env_state, jax.random.split(key, horizon))
+    keys = jax.random.split(key, horizon)
+    if not checkpoint_every:
+        return jax.lax.scan(step, env_state, keys)
+    segments = horizon // checkpoint_every
+
+    @jax.checkpoint
+    def segment(state: State, segment_keys: jax.Array) -> tuple[State, Window]:
+        return jax.lax.scan(step, state, segment_keys)
+
+    env_state, window = jax.lax.scan(segment, env_state, keys.reshape(segments, checkpoint_every, *keys.shape[1:]))
+    return env_state, jax.tree.map(lambda x: x.reshape(horizon, *x.shape[2:]), window)

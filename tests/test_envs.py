@@ -139,8 +139,9 @@ def test_pendulum_gradient_matches_central_finite_differences():
     # float64 so the finite differences are accurate; 20 control steps from a fixed state.
     with jax.enable_x64(True):
         env = envs.make("pendulum_swingup")
-        data = env.data_from_qpos_qvel(jnp.array([2.5]), jnp.array([0.3]))
-        start = env.reset(jax.random.key(0)).replace(pipeline_state=data)
+        # jitted: MJX run op by op compiles each of its hundreds of operations on its own
+        data = jax.jit(env.data_from_qpos_qvel)(jnp.array([2.5]), jnp.array([0.3]))
+        start = jax.jit(env.reset)(jax.random.key(0)).replace(pipeline_state=data)
 
         def total_return(actions):
             def step(state, action):

@@ -16,11 +16,11 @@ from shac.train import train
 def test_reset_samples_parameters_per_env_and_step_uses_them():
     env = envs.make("pendulum_swingup")
     env.randomize({"joint:hinge:damping": (0.5, 1.0)})
-    states = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 8))
+    states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 8))
     damping = np.asarray(states.info["model_params"][:, 0])
     assert ((damping >= 0.5) & (damping <= 1.0)).all() and np.ptp(damping) > 0.05
     # from one shared state (hanging, spinning at 3 rad/s), a more damped pendulum ends slower
-    start = env.data_from_qpos_qvel(jnp.array([jnp.pi]), jnp.array([3.0]))
+    start = jax.jit(env.data_from_qpos_qvel)(jnp.array([jnp.pi]), jnp.array([3.0]))
     same = jax.tree.map(lambda x: jnp.broadcast_to(x, (8, *x.shape)), start)
     stepped = jax.jit(jax.vmap(env.step))(states.replace(pipeline_state=same), jnp.zeros((8, 1)))
     speed = np.abs(np.asarray(stepped.pipeline_state.qvel[:, 0]))

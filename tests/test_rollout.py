@@ -80,3 +80,26 @@ def test_actor_gradient_flows_through_dynamics_and_bootstrap(value_scale):
     c = 0.3
     expected = -(3.0 + 2.0 * value_scale) / 2.0 * (1.0 - np.tanh(c) ** 2)
     assert float(jax.grad(loss)(c)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_checkpointed_window_has_the_same_values_and_gradient_and_stores_less():
+    env = LineEnv(episode_length=3)  # resets inside the window and inside segments
+
+    def loss(c, checkpoint_every, num_envs=1, horizon=6):
+        state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), num_envs))
+        _, window = rollout(
+            env, constant_policy(c), value, IDENTITY, state, state, jax.random.key(2), horizon, checkpoint_every
+        )
+        return losses.actor_loss(window.rewards, window.next_values, window.dones, 0.99), window
+
+    plain = jax.value_and_grad(loss, has_aux=True)(0.3, 0)
+    checkpointed = jax.value_and_grad(loss, has_aux=True)(0.3, 2)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), plain, checkpointed)
+
+    def backward_temp_bytes(checkpoint_every):
+        grad = jax.jit(jax.grad(lambda c: loss(c, checkpoint_every, num_envs=4096, horizon=64)[0]))
+        return grad.lower(0.3).compile().memory_analysis().temp_size_in_bytes
+
+    # the window's records (obs, rewards, values: ~10 floats per env step) are kept either way;
+    # what goes is the steps' intermediates (measured 7.7 MB against 12.8 MB)
+    assert backward_temp_bytes(8) < 0.7 * backward_temp_bytes(0)
