@@ -1,5 +1,5 @@
-"""Test session setup: headless rendering, the compilation cache, and the trained pendulum run
-that several modules examine.
+"""Test session setup: headless rendering, the compilation cache, the trained pendulum run
+that several modules examine, and how pytest-xdist shares the tests among its workers.
 
 The CLI subprocesses share JAX's persistent compilation cache (`$SHAC_JAX_CACHE`, see
 launch/runtime.py), so the runs of one config compile once. The test process itself
@@ -34,6 +34,34 @@ def run_cli(*args, timeout=600):
     result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
+
+
+SHARED_WORK = {
+    "test_envs": "env_runs",  # the compiled rollouts of tests/env_runs.py
+    "test_locomotion": "env_runs",
+    "test_resume": "pendulum_run",  # the session fixture below
+    "test_train_cli": "pendulum_run",
+}
+"""Modules that must run in one worker because they share compiled functions or a fixture."""
+INDEPENDENT = {"test_gradients"}
+"""Modules whose tests share nothing costly: each test may go to any worker."""
+FIRST = ["env_runs", "pendulum_run", "test_gradients", "test_smoothing", "test_benchmark"]
+"""The longest groups, started first so that no long one is left for the end."""
+
+
+def pytest_collection_modifyitems(items):
+    """Groups the tests for `--dist loadgroup` (a module per worker, or the groups above), longest first."""
+
+    def rank(names):
+        return min((FIRST.index(name) for name in names if name in FIRST), default=len(FIRST))
+
+    ranks = {}
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        group = item.nodeid if module in INDEPENDENT else SHARED_WORK.get(module, module)
+        item.add_marker(pytest.mark.xdist_group(group))
+        ranks[item.nodeid] = rank([module, group])
+    items.sort(key=lambda item: ranks[item.nodeid])
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Every registered environment: batched reset and rollouts, shapes, finite values and gradients."""
+"""Every registered environment: batched reset and rollouts, shapes and finite values (gradients: test_gradients)."""
 
 import re
 
@@ -11,6 +11,7 @@ from brax.envs.wrappers import training as brax_training
 
 import envs
 from envs.base import ASSETS
+from shac.config import EnvConfig, make_env
 from tests import env_runs
 
 
@@ -41,36 +42,6 @@ def test_1000_random_steps_stay_finite_and_consistent(name):
     # an episode ends by termination or by truncation, never both
     np.testing.assert_array_equal(trace.done, np.maximum(trace.terminated, trace.truncated))
     assert not (np.asarray(trace.terminated) * np.asarray(trace.truncated)).any()
-
-
-CONTACT_TASKS = [
-    name
-    for name in envs.names()
-    if not env_runs.make(name).mj_model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT
-]
-# A 32-step gradient through contacts compiles for 1-3 minutes per task and mode on a 2-core
-# CPU. So that the default suite stays within CI's budget, the heaviest compiles run under
-# `pytest -m slow`: the humanoid, and smoothing on every contact task but the hopper.
-SLOW_GRADIENTS = {("humanoid", "none")} | {
-    (name, mode) for name in ("half_cheetah", "ant", "humanoid") for mode in ("soft", "straight_through")
-}
-GRADIENT_CASES = [(name, "none") for name in envs.names()] + [
-    (name, mode) for mode in ("soft", "straight_through") for name in CONTACT_TASKS
-]
-
-
-@pytest.mark.parametrize(
-    ("name", "smoothing"),
-    [pytest.param(*case, marks=[pytest.mark.slow] if case in SLOW_GRADIENTS else []) for case in GRADIENT_CASES],
-)
-def test_gradient_of_32_step_return_is_finite_and_nonzero(name, smoothing):
-    env = env_runs.make(name, smoothing)
-    shape = (env_runs.GRADIENT_STEPS, env_runs.N_ENVS, env.action_size)
-    actions = 0.3 * jax.random.normal(jax.random.key(2), shape)
-    grads = env_runs.return_gradient(name, smoothing)(actions, env_runs.initial_states(name, seed=1))
-    assert grads.shape == shape
-    assert np.isfinite(np.asarray(grads)).all()
-    assert float(jnp.abs(grads).max()) > 0.0
 
 
 @pytest.mark.parametrize("name", envs.names())
@@ -135,26 +106,12 @@ def test_solver_with_several_iterations_is_rejected():
         envs.check_differentiable(model, "pendulum.xml")
 
 
-def test_pendulum_gradient_matches_central_finite_differences():
-    # float64 so the finite differences are accurate; 20 control steps from a fixed state.
-    with jax.enable_x64(True):
-        env = envs.make("pendulum_swingup")
-        # jitted: MJX run op by op compiles each of its hundreds of operations on its own
-        data = jax.jit(env.data_from_qpos_qvel)(jnp.array([2.5]), jnp.array([0.3]))
-        start = jax.jit(env.reset)(jax.random.key(0)).replace(pipeline_state=data)
-
-        def total_return(actions):
-            def step(state, action):
-                state = env.step(state, action)
-                return state, state.reward
-
-            return jax.lax.scan(step, start, actions)[1].sum()
-
-        actions = 0.5 * jnp.sin(jnp.arange(20.0))[:, None]
-        f = jax.jit(total_return)
-        grad = np.asarray(jax.jit(jax.grad(total_return))(actions))
-        eps = 1e-5
-        for direction_seed in range(3):
-            v = jax.random.normal(jax.random.key(direction_seed), actions.shape, jnp.float64)
-            fd = (float(f(actions + eps * v)) - float(f(actions - eps * v))) / (2 * eps)
-            assert np.sum(grad * np.asarray(v)) == pytest.approx(fd, rel=1e-6)
+def test_unrolled_substeps_step_like_the_loop():
+    looped = envs.make("pendulum_swingup")  # 5 physics substeps per control step
+    unrolled = make_env(EnvConfig(name="pendulum_swingup", unroll_substeps=True))
+    assert unrolled.unroll_substeps and not looped.unroll_substeps
+    state = jax.jit(looped.reset)(jax.random.key(0))
+    action = jnp.array([0.7])
+    want, got = (jax.jit(env.step)(state, action).pipeline_state for env in (looped, unrolled))
+    np.testing.assert_allclose(got.qpos, want.qpos, rtol=1e-6)
+    np.testing.assert_allclose(got.qvel, want.qvel, rtol=1e-5)
