@@ -1,6 +1,7 @@
 """The benchmarks: budget clock, summary arithmetic, a peer stopped by its budget, the throughput CLI."""
 
 import json
+import re
 
 import pytest
 
@@ -140,3 +141,15 @@ def test_throughput_gpu_preset_runs_a_tiny_point_on_cpu(tmp_path):
     assert point["overhead"] > 0 and point["forward_s"] > 0 and point["apg_update_s"] > 0
     assert point["epoch_memory_bytes"] > 0
     assert (tmp_path / "throughput.png").is_file()
+
+
+def test_gradient_profile_prints_times_and_the_largest_kernels(tmp_path):
+    out = run_cli(
+        "launch/profile_gradient.py", "env=pendulum_swingup", "num_envs=2", "horizon=4", "top=3", f"out={tmp_path}"
+    )
+    ratio = re.search(r"pendulum_swingup, N=2, h=4: forward ([\d.]+) ms, gradient ([\d.]+) ms, ratio ([\d.]+)", out)
+    forward_ms, gradient_ms, ratio = (float(x) for x in ratio.groups())
+    assert ratio == pytest.approx(gradient_ms / forward_ms, rel=0.05)
+    kernels = re.findall(r"^  (\S+) +([\d.]+) ms +(\d+) calls", out, re.MULTILINE)
+    assert len(kernels) == 6 and all(int(calls) > 0 for _, _, calls in kernels)
+    assert list((tmp_path / "pendulum_swingup" / "gradient").rglob("*.trace.json.gz"))
