@@ -107,7 +107,7 @@ def horizon_sweep(
         seeds), `param_grad_relative_variance` (E||g - mean g||^2 / ||mean g||^2
         across seeds), `nonfinite_fraction`; and `contact_change_fraction`, the
         fraction of env steps whose set of active contacts differs from the
-        previous step's.
+        one before the step (the first step compares with the initial state).
     """
     length = max(horizons)
     masks = jnp.array([[1.0 if t < h else 0.0 for t in range(length)] for h in horizons])
@@ -139,7 +139,8 @@ def horizon_sweep(
         _, action_vjp = jax.vjp(lambda a: open_loop(a, states), actions)
         (action_grads,) = jax.vmap(action_vjp)(masks)
         flat = jax.vmap(lambda g: jnp.concatenate([x.ravel() for x in jax.tree.leaves(g)]))(param_grads)
-        changes = jnp.any(contacts[1:] != contacts[:-1], axis=-1).mean()
+        before = jnp.concatenate([states.pipeline_state._impl.contact.dist[None] < 0, contacts[:-1]])
+        changes = jnp.any(contacts != before, axis=-1).mean()
         return flat, jnp.sqrt(jnp.sum(action_grads**2, axis=(1, 2, 3))), changes
 
     flat, action_norms, changes = jax.jit(jax.vmap(per_seed))(jax.random.split(key, seeds))
