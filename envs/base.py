@@ -215,15 +215,10 @@ class MjxEnv(BraxEnv, abc.ABC):
             data = clip_gradient(data, self.smoothing.state_grad_clip)
         data = data.replace(ctrl=action)
 
-        if self.unroll_substeps:  # a Python loop: no loop, and no stacked residuals, in the backward pass
-            for _ in range(self.n_substeps):
-                data = self.smoothing.step(model, data)
-            return data
-
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
             return self.smoothing.step(model, data), None
 
-        data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps)
+        data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps, unroll=self.unroll_substeps)
         return data
 
     @with_contractions
