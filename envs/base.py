@@ -110,7 +110,7 @@ class MjxEnv(BraxEnv, abc.ABC):
         self.randomization_ranges = np.zeros((0, 2))
         self.smoothing = Smoothing()
         self.unroll_substeps = False
-        """Unroll the substep loop: a faster backward pass, a compile that grows with `n_substeps`."""
+        """Unroll the substep loop (faster on the ant, slower on the hopper: `EnvConfig.unroll_substeps`)."""
 
     def smooth(self, smoothing: Smoothing) -> None:
         """Simulates and differentiates contacts as `smoothing` says (see `envs.smoothing`)."""

@@ -41,8 +41,8 @@ class EnvConfig:
     episode_length: int | None = None
     """Control steps per episode; None keeps the environment's default."""
     unroll_substeps: bool = False
-    """Unroll the physics substeps of a control step: a faster backward pass (ant, 2 substeps:
-    17% less gradient time at the same compile time); the compile grows with the substep count."""
+    """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
+    the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True)
