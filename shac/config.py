@@ -89,7 +89,7 @@ class AlgoConfig:
     """Normalise observations with running statistics (frozen within a window)."""
     checkpoint_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
-    recomputes the steps between (memory nearly flat in the horizon, one extra forward pass);
+    recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);
     k must divide the horizon. 0 stores every step's intermediates."""
 
 

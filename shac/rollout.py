@@ -83,7 +83,7 @@ def rollout(
             segments of k steps and the backward pass keeps only the state at
             each segment's start, recomputing the segment's forward steps
             (`jax.checkpoint`): memory ~ (h / k) states + k steps of
-            intermediates instead of h steps, for one extra forward pass.
+            intermediates instead of h steps, at the cost of recomputing them.
 
     Returns:
         The batched state after the window (resets applied) and the `Window`.
