@@ -37,14 +37,14 @@ def main(cfg: DictConfig) -> None:
     import jax
 
     from shac import diagnostics
-    from shac.algorithm import Shac
+    from shac.algorithms import make_algorithm
     from shac.config import make_env
     from shac.normalizer import RunningStatistics
     from shac.serialization import load_policy
 
     out = Path(HydraConfig.get().runtime.output_dir)
     env = make_env(config.env, config.randomization, config.smoothing)
-    shac = Shac(config.algo, env)
+    shac = make_algorithm(config.algo, env)
     key = jax.random.key(config.seed)
     actor_params = shac.actor.init(key, jax.numpy.zeros(env.observation_size))
     normalizer = RunningStatistics.create(env.observation_size)

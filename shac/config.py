@@ -26,6 +26,9 @@ LOGGER_MODES = ("offline", "online", "disabled")
 PRECISIONS = ("float32", "float64")
 RANDOMIZATION_MODES = ("none", "uniform", "from_sysid")
 CRITIC_TARGETS = ("td_lambda", "one_step")
+ALGORITHMS = ("shac", "ahac", "sapo")
+CRITIC_COMBINES = ("min", "mean")
+ACTIVATIONS = ("elu", "silu")
 
 
 class ConfigError(ValueError):
@@ -46,13 +49,43 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class AlgoConfig:
-    """SHAC hyperparameters (defaults: the paper's shared values; env configs set the rest)."""
+class AhacConfig:
+    """AHAC's adaptive horizon and critic fitting (used with `algo.name=ahac`; docs/algorithms.md)."""
 
+    min_horizon: int = 8
+    """Shortest window, and the first epoch's; `algo.horizon` is the longest (the compiled window)."""
+    stiffness_threshold: float = 500.0
+    """The horizon grows while the window's summed contact stiffness (per env, mean over envs) is
+    below this, and shrinks above it."""
+    horizon_lr: float = 5e-4
+    """Step of the horizon per unit of stiffness below the threshold; decays linearly to 0 over max_epochs."""
+    critic_tolerance: float = 0.02
+    """Critic passes stop once the last 4 lowered the loss by less than this fraction of its value
+    before them (at least 5 passes, at most `algo.critic_iterations`)."""
+
+
+@dataclass(frozen=True)
+class SapoConfig:
+    """SAPO's maximum-entropy terms (used with `algo.name=sapo`; docs/algorithms.md)."""
+
+    init_temperature: float = 1.0
+    """Initial entropy temperature alpha."""
+    temperature_lr: float = 5e-3
+    """Adam learning rate of log(alpha)."""
+    target_entropy_per_action: float = -0.5
+    """Target entropy of the squashed policy, per action dimension (the target is this * action_size)."""
+
+
+@dataclass(frozen=True)
+class AlgoConfig:
+    """Algorithm hyperparameters (defaults: SHAC's shared values; env and algo configs set the rest)."""
+
+    name: str = "shac"
+    """shac, ahac (adaptive horizon) or sapo (maximum entropy); chosen with `algo=<name>`."""
     num_envs: int = 64
     """N, environments simulated in parallel."""
     horizon: int = 32
-    """h, steps back-propagated per actor update."""
+    """h, steps back-propagated per actor update (AHAC: the longest window)."""
     max_epochs: int = 500
     """Epochs to train; one epoch = one window of N * h env steps."""
     gamma: float = 0.99
@@ -72,7 +105,7 @@ class AlgoConfig:
     actor_grad_norm: float = 1.0
     """Global-norm clip of the actor gradient."""
     critic_iterations: int = 16
-    """Passes over the window's N * h samples per epoch."""
+    """Passes over the window's N * h samples per epoch (AHAC: at most this many)."""
     critic_minibatches: int = 4
     """Minibatches per pass (shuffled)."""
     critic_target: str = "td_lambda"
@@ -85,6 +118,22 @@ class AlgoConfig:
     """Critic MLP hidden widths."""
     init_log_std: float = -1.0
     """Initial state-independent log standard deviation of the policy."""
+    num_critics: int = 1
+    """1, or 2 critics regressed onto the same targets and combined by `critic_combine`."""
+    critic_combine: str = "min"
+    """How 2 critics make one value (bootstrap and targets): min (AHAC) or mean (SAPO)."""
+    critic_grad_norm: float = 0.0
+    """Global-norm clip of the critic gradient; 0 disables."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW) of actor and critic; 0 is plain Adam."""
+    activation: str = "elu"
+    """Hidden activation of both networks: elu (SHAC) or silu (SAPO)."""
+    state_dependent_std: bool = False
+    """Policy standard deviation from a second actor head (SAPO) instead of a free parameter."""
+    ahac: AhacConfig = AhacConfig()
+    """AHAC's options."""
+    sapo: SapoConfig = SapoConfig()
+    """SAPO's options."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
     checkpoint_every: int = 0
@@ -367,6 +416,34 @@ def validate(cfg: TrainConfig) -> None:
     for name, value in {"algo.gamma": algo.gamma, "algo.lam": algo.lam}.items():
         if not 0.0 < value <= 1.0:
             raise ConfigError(f"{name} must be in (0, 1], got {value}")
+    choices = {
+        "algo.name": (algo.name, ALGORITHMS),
+        "algo.critic_combine": (algo.critic_combine, CRITIC_COMBINES),
+        "algo.activation": (algo.activation, ACTIVATIONS),
+    }
+    for name, (value, accepted) in choices.items():
+        if value not in accepted:
+            raise ConfigError(f"unknown {name} '{value}'; available: {', '.join(accepted)}")
+    if algo.num_critics not in (1, 2):
+        raise ConfigError(f"algo.num_critics must be 1 or 2, got {algo.num_critics}")
+    non_negative_algo = {
+        "algo.critic_grad_norm": algo.critic_grad_norm,
+        "algo.weight_decay": algo.weight_decay,
+        "algo.ahac.horizon_lr": algo.ahac.horizon_lr,
+        "algo.ahac.critic_tolerance": algo.ahac.critic_tolerance,
+        "algo.sapo.temperature_lr": algo.sapo.temperature_lr,
+    }
+    for name, value in non_negative_algo.items():
+        if not value >= 0:
+            raise ConfigError(f"{name} must be >= 0, got {value}")
+    for name, value in {
+        "algo.ahac.stiffness_threshold": algo.ahac.stiffness_threshold,
+        "algo.sapo.init_temperature": algo.sapo.init_temperature,
+    }.items():
+        if not value > 0:
+            raise ConfigError(f"{name} must be > 0, got {value}")
+    if algo.name == "ahac" and not 1 <= algo.ahac.min_horizon <= algo.horizon:
+        raise ConfigError(f"algo.ahac.min_horizon={algo.ahac.min_horizon} must be in [1, algo.horizon={algo.horizon}]")
     if algo.critic_target == "td_lambda" and algo.lam == 1.0:
         raise ConfigError("algo.lam must be < 1 with algo.critic_target=td_lambda, got 1.0")
     if algo.critic_target not in CRITIC_TARGETS:

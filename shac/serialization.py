@@ -11,7 +11,7 @@ import numpy as np
 from flax import serialization
 
 from envs import MjxEnv
-from shac.algorithm import Shac
+from shac.algorithms import make_algorithm
 from shac.checkpoint import Checkpointer
 from shac.config import TrainConfig, make_env, to_train_config
 from shac.networks import Actor
@@ -86,7 +86,7 @@ def load_run_policy(run_dir: Path, checkpoint: int | None = None) -> RunPolicy:
     """
     config = load_config(run_dir)
     env = make_env(config.env, config.randomization, config.smoothing)
-    shac = Shac(config.algo, env)
+    shac = make_algorithm(config.algo, env)
     abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
     policy_file = run_dir / POLICY_FILE
     if checkpoint is None and policy_file.is_file():

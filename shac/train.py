@@ -1,4 +1,4 @@
-"""The training loop: the jitted SHAC epoch, with logging, evaluation, videos and checkpoints around it."""
+"""The training loop: the jitted epoch (SHAC, AHAC or SAPO), with logging, evaluation, videos and checkpoints."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from jax.experimental import multihost_utils
 
 from shac import parallel
 from shac.algorithm import Shac, TrainState
+from shac.algorithms import make_algorithm
 from shac.checkpoint import Checkpointer
 from shac.config import ConfigError, TrainConfig, make_env
 from shac.evaluate import evaluate, run_episode, summarize
@@ -74,7 +75,7 @@ class _StopSignals:
 
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[TrainState, dict]:
-    """Trains SHAC as `config` says, writing everything into `run_dir`.
+    """Trains `config.algo.name` (SHAC, AHAC or SAPO) as `config` says, writing everything into `run_dir`.
 
     Writes `config.json`, `metrics.jsonl` (one record per logged epoch, with
     `eval/*` entries after each evaluation), checkpoints (see
@@ -109,7 +110,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     env = make_env(config.env, config.randomization, config.smoothing)
-    shac = Shac(config.algo, env)
+    shac = make_algorithm(config.algo, env)
     mesh = parallel.make_mesh(config.algo.num_envs)
     key, eval_key = _seed_keys(config.seed, mesh)
     max_epochs = config.algo.max_epochs
