@@ -1,6 +1,6 @@
 """Benchmarks against the peers: `python launch/benchmark.py suite=learning env=ant budget_minutes=6 seeds=1`.
 
-suite=learning trains SHAC, brax APG and brax PPO on `env` with the same
+suite=learning trains SHAC (and with methods=[...] AHAC, SAPO), brax APG and brax PPO on `env` with the same
 training wall-clock budget each (compile and evaluation time excluded) and
 the same deterministic evaluation; suite=throughput times SHAC's epoch
 against its forward rollout and brax APG's update over an (N, h) grid
@@ -57,6 +57,17 @@ def env_algo(name: str) -> AlgoConfig:
     return AlgoConfig(**values)
 
 
+def method_algo(config: BenchmarkConfig, method: str) -> AlgoConfig:
+    """The settings of `method` (shac, ahac or sapo): configs/algo/<method>.yaml over the env's, with the
+    command line's overrides."""
+    if method == config.algo.name:
+        return config.algo
+    from hydra import compose
+
+    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("algo=")]
+    return to_train_config(compose("benchmark", overrides=[*overrides, f"algo={method}"]), BenchmarkConfig).algo
+
+
 def learning(config: BenchmarkConfig, meta: dict) -> dict:
     """Trains every method and seed; the results with every run's records."""
     from shac.benchmarks import learning
@@ -68,9 +79,10 @@ def learning(config: BenchmarkConfig, meta: dict) -> dict:
     for method in config.methods:
         for seed in range(config.seed, config.seed + config.seeds):
             print(f"{method} seed {seed}: training for {budget_s:.0f} s", flush=True)
-            if method == "shac":
+            if method in ("shac", "ahac", "sapo"):
+                algo = method_algo(config, method)
                 result = learning.train_shac(
-                    env, config.algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps
+                    env, algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps
                 )
             elif method == "apg":
                 result = learning.train_apg(env, config.apg, seed, budget_s, config.eval_episodes)

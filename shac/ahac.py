@@ -10,7 +10,7 @@ Contact-Rich Differentiable Simulation" (ICML 2024). What differs from SHAC:
   window's summed contact stiffness stays below a threshold" (`horizon_update`).
 - Two critics; the minimum of the two target critics bootstraps the actor and
   the targets (`algo.num_critics=2`, `algo.critic_combine=min`).
-- The critic trains until its loss stops falling (over `PATIENCE` passes), up
+- The critic trains until its loss stops changing (over `PATIENCE` passes), up
   to `algo.critic_iterations` passes, at a learning rate that decays per epoch.
 """
 
@@ -24,7 +24,7 @@ from shac.algorithm import Metrics, Params, Shac, TrainState
 from shac.rollout import Window
 
 PATIENCE = 4
-"""The critic's passes stop when the loss fell too little over this many passes (`Ahac.fit_critic`)."""
+"""The critic's passes stop when the loss changed too little over this many passes (`Ahac.fit_critic`)."""
 
 
 def horizon_update(
@@ -92,11 +92,12 @@ class Ahac(Shac):
         key: jax.Array,
         epoch: jax.Array,
     ) -> tuple[Params, optax.OptState, Metrics]:
-        """Passes until the last `PATIENCE` of them lowered the loss by less than `ahac.critic_tolerance`
-        of its value before them, at most `critic_iterations` (see `Shac.fit_critic` for the arguments).
+        """Passes until the loss stops changing, at most `critic_iterations` (see `Shac.fit_critic` for the
+        arguments): the fit stops once the loss moved by less than `ahac.critic_tolerance` per pass,
+        on average over the last `PATIENCE` passes (|L_k - L_{k-PATIENCE}| / PATIENCE < tolerance).
 
-        The loss of one pass (the mean over its minibatches, before each update) is noisy; comparing
-        with several passes back keeps that noise from stopping the fit while the loss still falls.
+        The loss of one pass (the mean over its minibatches, before each update) is noisy; averaging
+        over several passes keeps that noise from stopping the fit while the loss still falls.
         """
         cap, tolerance = self.config.critic_iterations, self.config.ahac.critic_tolerance
         hyperparams = {**opt_state.hyperparams, "learning_rate": self.critic_learning_rate(epoch)}
@@ -104,7 +105,8 @@ class Ahac(Shac):
 
         def improving(carry):
             passes, _, history, _ = carry
-            return (passes < cap) & ((passes <= PATIENCE) | (history[-1] < (1.0 - tolerance) * history[0]))
+            change = jnp.abs(history[-1] - history[0]) / PATIENCE
+            return (passes < cap) & ((passes <= PATIENCE) | (change >= tolerance))
 
         def one_pass(carry):
             passes, params_and_state, history, skipped = carry

@@ -59,9 +59,9 @@ class AhacConfig:
     below this, and shrinks above it."""
     horizon_lr: float = 5e-4
     """Step of the horizon per unit of stiffness below the threshold; decays linearly to 0 over max_epochs."""
-    critic_tolerance: float = 0.02
-    """Critic passes stop once the last 4 lowered the loss by less than this fraction of its value
-    before them (at least 5 passes, at most `algo.critic_iterations`)."""
+    critic_tolerance: float = 0.2
+    """Critic passes stop once the loss changed by less than this per pass, on average over the last 4
+    (in the loss's units, as in the reference code; at least 5 passes, at most `algo.critic_iterations`)."""
 
 
 @dataclass(frozen=True)

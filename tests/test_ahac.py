@@ -131,11 +131,10 @@ def test_an_epoch_simulates_only_the_active_steps():
     assert PATIENCE + 1 <= float(metrics["critic/iterations"]) <= CONFIG.critic_iterations
 
 
-@pytest.mark.parametrize(("tolerance", "passes"), [(1.0, PATIENCE + 1), (0.0, CONFIG.critic_iterations)])
-def test_critic_passes_stop_when_the_loss_stops_improving(tolerance, passes):
-    # tolerance 1: 4 passes would have to remove all of the loss to continue, so the first check
-    # (after pass 5) stops; tolerance 0: the fit goes on while the loss falls over 4 passes, up to
-    # the cap (a fresh critic fitting a constant lowers its loss pass after pass)
+@pytest.mark.parametrize(("tolerance", "passes"), [(1e6, PATIENCE + 1), (0.0, CONFIG.critic_iterations)])
+def test_critic_passes_stop_when_the_loss_stops_changing(tolerance, passes):
+    # tolerance 1e6: no loss moves that fast, so the first check (after pass 5) stops; tolerance 0:
+    # the fit goes on while the loss moves at all, up to the cap
     config = dataclasses.replace(CONFIG, ahac=dataclasses.replace(CONFIG.ahac, critic_tolerance=tolerance))
     ahac = Ahac(config, LineEnv())
     state = ahac.init(jax.random.key(0))

@@ -1,4 +1,4 @@
-"""SHAC, brax APG and brax PPO trained on one environment under the same wall-clock budget.
+"""SHAC (and AHAC, SAPO), brax APG and brax PPO trained on one environment under the same wall-clock budget.
 
 Each method is evaluated at regular intervals with the same deterministic
 evaluation (`shac.evaluate.evaluate_policy`: the squashed mean action, full
@@ -26,7 +26,7 @@ from brax.training.agents.ppo import networks as ppo_networks
 from brax.training.agents.ppo import train as ppo_train
 
 from envs import MjxEnv
-from shac.algorithm import Shac
+from shac.algorithms import make_algorithm
 from shac.benchmarks.clock import BudgetClock, BudgetSpent
 from shac.benchmarks.config import APGConfig, PPOConfig
 from shac.config import AlgoConfig
@@ -42,7 +42,7 @@ class Record:
     """One evaluation of one method's run.
 
     Attributes:
-        method: shac, apg or ppo.
+        method: shac, ahac, sapo, apg or ppo.
         seed: the run's seed.
         env_steps: environment steps trained on so far.
         wall_time_s: training seconds so far (compilation and evaluation excluded).
@@ -149,8 +149,9 @@ def retime(run: dict) -> dict:
 def train_shac(
     env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float, episodes: int, eval_every_steps: int
 ) -> RunResult:
-    """SHAC (`shac.algorithm`) with `config`, evaluated every `eval_every_steps` (whole epochs)."""
-    shac = Shac(config, env)
+    """SHAC, or the successor `config.name` names, with `config`, evaluated every `eval_every_steps`
+    (whole epochs; AHAC's shorter windows count the steps they simulate)."""
+    shac = make_algorithm(config, env)
 
     def make_policy(params):
         actor_params, normalizer = params
@@ -161,7 +162,7 @@ def train_shac(
 
         return policy
 
-    recorder = Recorder(env, "shac", seed, budget_s, episodes, make_policy)
+    recorder = Recorder(env, config.name, seed, budget_s, episodes, make_policy)
     epochs_per_eval = -(-eval_every_steps // (config.num_envs * config.horizon))
     state = jax.jit(shac.init)(jax.random.key(seed))
     epoch = jax.jit(shac.epoch)
