@@ -24,8 +24,8 @@ from flax import struct
 from mujoco import mjx
 
 from envs.mjx_math import with_contractions
-from envs.physics import compile_model
 from envs.parameters import ModelParameter, parse_all, write_all
+from envs.physics import compile_model
 from envs.smoothing import Smoothing, clip_gradient, scale_gradient
 
 ASSETS = Path(__file__).parent / "assets"
