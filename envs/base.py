@@ -22,9 +22,9 @@ from brax.envs.base import Env as BraxEnv
 from flax import struct
 from mujoco import mjx
 
-from envs.mjx_math import with_contractions
-from envs.parameters import ModelParameter, parse_all, write_all
-from envs.smoothing import Smoothing, clip_gradient
+from envs.physics.mjx_math import with_contractions
+from envs.physics.parameters import ModelParameter, parse_all, write_all
+from envs.physics.smoothing import Smoothing, clip_gradient
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -113,14 +113,14 @@ class MjxEnv(BraxEnv, abc.ABC):
         """Unroll the substep loop (faster on the ant, slower on the hopper: `EnvConfig.unroll_substeps`)."""
 
     def smooth(self, smoothing: Smoothing) -> None:
-        """Simulates and differentiates contacts as `smoothing` says (see `envs.smoothing`)."""
+        """Simulates and differentiates contacts as `smoothing` says (see `envs.physics.smoothing`)."""
         self.smoothing = smoothing
 
     def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
         """Samples the named model parameters per episode at reset, uniformly in [low, high].
 
         Args:
-            ranges: `element:name:attribute` -> (low, high), see `envs.parameters`.
+            ranges: `element:name:attribute` -> (low, high), see `envs.physics.parameters`.
 
         The sampled values travel in `state.info["model_params"]` (float32 [P]) and
         every step simulates with them, so gradients still flow through the
