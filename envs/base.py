@@ -23,10 +23,10 @@ from brax.envs.base import Env as BraxEnv
 from flax import struct
 from mujoco import mjx
 
-from envs.mjx_math import with_contractions
-from envs.parameters import ModelParameter, parse_all, write_all
-from envs.physics import compile_model
-from envs.smoothing import Smoothing, clip_gradient, scale_gradient
+from envs.physics.mjx_math import with_contractions
+from envs.physics.model_options import compile_model
+from envs.physics.parameters import ModelParameter, parse_all, write_all
+from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -96,7 +96,7 @@ class MjxEnv(BraxEnv, abc.ABC):
         substeps: physics steps per control period (the model's time step becomes
             `ctrl_dt / substeps`); None keeps the MJCF's time step.
         physics: MJCF values changed before the model compiles,
-            `element:name:attribute` -> value (see `envs.physics`).
+            `element:name:attribute` -> value (see `envs.physics.model_options`).
     """
 
     def __init__(
@@ -128,14 +128,14 @@ class MjxEnv(BraxEnv, abc.ABC):
         """Unroll the substep loop (faster on the ant, slower on the hopper: `EnvConfig.unroll_substeps`)."""
 
     def smooth(self, smoothing: Smoothing) -> None:
-        """Simulates and differentiates contacts as `smoothing` says (see `envs.smoothing`)."""
+        """Simulates and differentiates contacts as `smoothing` says (see `envs.physics.smoothing`)."""
         self.smoothing = smoothing
 
     def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
         """Samples the named model parameters per episode at reset, uniformly in [low, high].
 
         Args:
-            ranges: `element:name:attribute` -> (low, high), see `envs.parameters`.
+            ranges: `element:name:attribute` -> (low, high), see `envs.physics.parameters`.
 
         The sampled values travel in `state.info["model_params"]` (float32 [P]) and
         every step simulates with them, so gradients still flow through the

@@ -1,6 +1,6 @@
 """Contact smoothing for usable gradients, and per-step clipping of the state gradient.
 
-Modes (shared/design/shac.md s6):
+Modes (docs/algorithm.md, "Contacts and their gradients"):
     none: the physical contact model.
     soft: softer contacts (solref time constant and damping ratio, solimp,
         margin) for both the simulation and its gradient.
@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from mujoco import mjx
 
-from envs.mjx_math import with_contractions
+from envs.physics.mjx_math import with_contractions
 
 MODES = ("none", "soft", "straight_through")
 
@@ -83,7 +83,7 @@ class Smoothing:
 
     @with_contractions
     def step(self, model: mjx.Model, data: mjx.Data) -> mjx.Data:
-        """One physics step of `model` under this smoothing (MJX's math as contractions, see `envs.mjx_math`)."""
+        """One physics step of `model` under this smoothing (MJX's math as contractions: `envs.physics.mjx_math`)."""
         if self.mode == "none":
             return mjx.step(model, data)
         if self.mode == "soft":

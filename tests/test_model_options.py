@@ -1,4 +1,4 @@
-"""Physics options: MJCF values changed before the model compiles (envs/physics.py)."""
+"""Model options: MJCF values changed before the model compiles (envs/physics/model_options.py)."""
 
 import re
 
@@ -8,7 +8,7 @@ import pytest
 
 import envs
 from envs.base import ASSETS
-from envs.physics import compile_model
+from envs.physics.model_options import compile_model
 from shac.config import EnvConfig, make_env
 
 
