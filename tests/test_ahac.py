@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from shac import losses
-from shac.ahac import PATIENCE, Ahac, horizon_update
-from shac.algorithm import Shac
 from shac.config import AhacConfig, AlgoConfig
-from shac.rollout import Window, contact_stiffness, rollout
+from shac.core import losses
+from shac.core.ahac import PATIENCE, Ahac, horizon_update
+from shac.core.algorithm import Shac
+from shac.core.rollout import Window, contact_stiffness, rollout
 from tests.toy_env import LineEnv
 
 CONFIG = AlgoConfig(

@@ -1,7 +1,9 @@
-"""Every algorithm through the real training loop on the toy env: a resumed run ends exactly as the
-uninterrupted one (AHAC's horizon and SAPO's temperature included); the registry by name."""
+"""Every algorithm through the real training loop: on the toy env, a resumed run ends exactly as
+the uninterrupted one (AHAC's horizon and SAPO's temperature included); on the pendulum, AHAC and
+SAPO learn to swing up (slow); the registry by name."""
 
 import dataclasses
+import json
 import shutil
 
 import jax
@@ -9,8 +11,6 @@ import numpy as np
 import pytest
 
 import envs
-from shac.algorithms import ALGORITHMS, make_algorithm
-from shac.checkpoint import state_arrays
 from shac.config import (
     AhacConfig,
     AlgoConfig,
@@ -21,8 +21,19 @@ from shac.config import (
     SapoConfig,
     TrainConfig,
 )
-from shac.train import train
+from shac.core.algorithms import ALGORITHMS, make_algorithm
+from shac.run.checkpoint import state_arrays
+from shac.run.train import train
+from tests.conftest import run_cli
 from tests.toy_env import LineEnv, RegisteredLineEnv
+
+PENDULUM_THRESHOLD = -550.0
+"""The final evaluation return the pendulum must beat (SHAC's end-to-end test uses the same)."""
+LEARNING_ARGS = {
+    # the window grows from 16 to 32 steps in the first epochs (no contacts: stiffness 0)
+    "ahac": ["algo=ahac", "algo.horizon=32", "algo.ahac.min_horizon=16", "algo.ahac.horizon_lr=5e-3"],
+    "sapo": ["algo=sapo"],
+}
 
 BASE = AlgoConfig(
     num_envs=4,
@@ -92,3 +103,26 @@ def test_make_algorithm_by_name_and_a_clear_error_otherwise():
     assert {name: type(make_algorithm(config, LineEnv())) for name, config in ALGO_CONFIGS.items()} == ALGORITHMS
     with pytest.raises(ValueError, match=r"unknown algo\.name 'ppo'; available: shac, ahac, sapo"):
         make_algorithm(dataclasses.replace(BASE, name="ppo"), LineEnv())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(LEARNING_ARGS))
+def test_pendulum_learns_to_swing_up(tmp_path, name):
+    run_cli(
+        "launch/train.py",
+        "env=pendulum_swingup",
+        *LEARNING_ARGS[name],
+        "algo.max_epochs=150",
+        "eval.every=50",
+        "seed=0",
+        "logger=disabled",
+        "logger.progress=false",
+        f"hydra.run.dir={tmp_path}",
+    )
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    evals = [r["eval/mean_return"] for r in records if "eval/mean_return" in r]
+    assert len(evals) == 3
+    assert evals[-1] > PENDULUM_THRESHOLD, evals
+    assert evals[-1] > evals[0] + 100.0, evals
+    signals = {"ahac": ("ahac/horizon", "ahac/stiffness"), "sapo": ("sapo/temperature", "sapo/entropy")}[name]
+    assert all(key in records[-1] for key in signals)

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac import losses
+from shac.core import losses
 
 
 def test_actor_loss_by_hand():

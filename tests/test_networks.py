@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac.networks import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, CriticEnsemble, sample_action, squashed_log_prob
+from shac.core.networks import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, CriticEnsemble, sample_action, squashed_log_prob
 
 
 def test_squashed_log_prob_by_hand():

@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac import export
 from shac.config import AlgoConfig, SapoConfig
-from shac.networks import deterministic_action
-from shac.sapo import Sapo
+from shac.core.networks import deterministic_action
+from shac.core.sapo import Sapo
+from shac.run import export
 from tests.test_ahac import window_of
 from tests.toy_env import LineEnv
 

@@ -1,4 +1,5 @@
-"""The actor objective and critic targets over one window, and the losses around them.
+"""The actor objective and critic targets over one window, and the losses around them
+(docs/algorithm.md, docs/algorithms.md).
 
 All functions take time-major arrays: index [t, n] is step t of env n, t < h.
 `next_values[t, n]` is the bootstrap value of the state reached by step t: the

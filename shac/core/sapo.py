@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from shac import losses
-from shac.algorithm import Metrics, Shac, TrainState
-from shac.rollout import Window
+from shac.core import losses
+from shac.core.algorithm import Metrics, Shac, TrainState
+from shac.core.rollout import Window
 
 
 def window_entropy(window: Window) -> jax.Array:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from envs import MjxEnv
-from shac.ahac import Ahac
-from shac.algorithm import Shac
 from shac.config import AlgoConfig
-from shac.sapo import Sapo
+from shac.core.ahac import Ahac
+from shac.core.algorithm import Shac
+from shac.core.sapo import Sapo
 
 ALGORITHMS: dict[str, type[Shac]] = {"shac": Shac, "ahac": Ahac, "sapo": Sapo}
 

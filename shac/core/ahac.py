@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from shac.algorithm import Metrics, Params, Shac, TrainState
-from shac.rollout import Window
+from shac.core.algorithm import Metrics, Params, Shac, TrainState
+from shac.core.rollout import Window
 
 PATIENCE = 4
 """The critic's passes stop when the loss changed too little over this many passes (`Ahac.fit_critic`)."""

@@ -2,10 +2,11 @@
 
 One epoch = one differentiable window of N * h env steps, one actor step on
 the short-horizon loss, critic fitting on TD(lambda) targets, and the target
-critic update. AHAC (`shac.ahac`) and SAPO (`shac.sapo`) subclass `Shac` and
-change only its hooks: `init_algo_state` (their own state), `active_horizon`
-(the window's length), `rewards` (what the actor maximises and the critic
-predicts), `fit_critic` and `after_epoch` (their own updates and metrics).
+critic update (docs/algorithm.md). AHAC (`shac.core.ahac`) and SAPO
+(`shac.core.sapo`) subclass `Shac` and change only its hooks: `init_algo_state`
+(their own state), `active_horizon` (the window's length), `rewards` (what the
+actor maximises and the critic predicts), `fit_critic` and `after_epoch` (their
+own updates and metrics); docs/algorithms.md.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ import optax
 from flax import struct
 
 from envs import MjxEnv, State
-from shac import losses
 from shac.config import AlgoConfig
-from shac.episodes import EpisodeStats
-from shac.networks import Actor, Critic, CriticEnsemble
-from shac.normalizer import RunningStatistics
-from shac.rollout import Window, rollout
+from shac.core import losses
+from shac.core.episodes import EpisodeStats
+from shac.core.networks import Actor, Critic, CriticEnsemble
+from shac.core.normalizer import RunningStatistics
+from shac.core.rollout import Window, rollout
 
 Params = dict
 Metrics = dict[str, jax.Array]
@@ -184,7 +185,23 @@ class Shac:
         loss = losses.actor_loss(
             self.rewards(window, state), window.next_values, window.dones, self.config.gamma, window.active
         )
+        if self.config.action_mean_penalty > 0:
+            mean, _ = self.policy(actor_params)(jax.lax.stop_gradient(window.obs))
+            active = jax.lax.stop_gradient(window.active)[..., None]
+            loss = loss + self.config.action_mean_penalty * jnp.sum(active * mean**2) / (
+                jnp.maximum(jnp.sum(active), 1.0) * mean.shape[-1]
+            )
         return loss, (env_state, window)
+
+    def saturation(self, actor_params: Params, obs: jax.Array, active: jax.Array | None = None) -> jax.Array:
+        """float32 []: the fraction of action components whose mean squashes past 0.95 on `obs`
+        (normalised, [..., obs_dim]; only where `active` [...] is 1, if given): where tanh passes
+        almost no gradient (its slope < 0.1)."""
+        mean, _ = self.policy(actor_params)(obs)
+        saturated = jnp.mean(jnp.abs(jnp.tanh(mean)) > 0.95, axis=-1)
+        if active is None:
+            return jnp.mean(saturated)
+        return jnp.sum(active * saturated) / jnp.maximum(jnp.sum(active), 1.0)
 
     def critic_targets(self, window: Window, state: TrainState) -> jax.Array:
         """float32 [h, N] value targets of the window (meaningless where `window.active` is 0)."""
@@ -341,6 +358,7 @@ class Shac:
             "actor/skipped": (~actor_finite).astype(jnp.float32),
             "actor/lr": self.actor_lr(state.epoch),
             "actor/std": jnp.exp(log_std).mean(),
+            "actor/saturation": self.saturation(state.actor_params, window.obs, window.active),
             "critic/loss": critic_metrics["loss"],
             "critic/skipped": critic_metrics["skipped"].astype(jnp.float32),
             "critic/lr": self.critic_learning_rate(state.epoch),
