@@ -6,6 +6,7 @@ frozen `TrainConfig` and checks every value before anything compiles.
 """
 
 import dataclasses
+import difflib
 import json
 import math
 import typing
@@ -43,6 +44,9 @@ class EnvConfig:
     unroll_substeps: bool = False
     """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
     the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
+    max_velocity: float | None = None
+    """Bound on every joint velocity (rad/s or m/s) past which a state counts as exploded and is
+    reset like a non-finite one; None keeps the environment's default (`MjxEnv.max_velocity`)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,16 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class LoopConfig:
+    """How the training loop watches the run's health."""
+
+    max_bad_epochs: int = 20
+    """Stop (exit code 1, checkpointing the last good state) after this many epochs in a row that
+    skipped their actor update (non-finite gradient) or reset more than half the envs as non-finite
+    or too fast; 0 never stops (each bad epoch still warns)."""
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs."""
 
@@ -163,6 +177,7 @@ class TrainConfig:
     eval: EvalConfig = EvalConfig()
     logger: LoggerConfig = LoggerConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
+    train: LoopConfig = LoopConfig()
     seed: int = 0
     """Seed of all randomness (initialisation, resets, action noise, evaluation)."""
     precision: str = "float32"
@@ -257,17 +272,67 @@ def _schema(cls: type, extra: type | None = None) -> type:
     return dataclasses.make_dataclass(cls.__name__, fields)
 
 
-def _build(cls: type, values: dict):
-    """The frozen `cls` from a plain dict (lists become tuples)."""
+def _build(cls: type, values: dict, prefix: str = ""):
+    """The frozen `cls` from a plain dict (lists become tuples).
+
+    Raises:
+        ConfigError: a key that is not a field of `cls` (e.g. added with `+key=value`).
+    """
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in values.items():
+        if name not in hints:
+            raise ConfigError(unknown_key_message(f"{prefix}{name}", cls))
         if dataclasses.is_dataclass(hints[name]):
-            value = _build(hints[name], value)
+            value = _build(hints[name], value, f"{prefix}{name}.")
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def unknown_key_message(key: str, cls: type) -> str:
+    """'unknown key ...' naming the closest field of the config dataclass `cls` that should hold `key`."""
+    name = key.rsplit(".", 1)[-1]
+    fields = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(name, fields, n=1)
+    hint = f"; did you mean '{key[: -len(name)]}{close[0]}'?" if close else ""
+    section = f"'{key[: -len(name) - 1]}'" if "." in key else "the config"
+    return f"unknown key '{key}'{hint} (keys of {section}: {', '.join(fields)})"
+
+
+def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) -> None:
+    """Raises ConfigError for a command-line override whose key the schema lacks, added (`+`) or not.
+
+    Hydra reports `algo.horizn=8` in several lines and accepts `+algo.horizn=8`;
+    this gives both the same one line. Keys under a free-form dict
+    (`randomization.ranges`), of Hydra itself (`hydra.*`) and config-group
+    choices (`env=ant`, `hydra/launcher=slurm`) are left to Hydra.
+
+    Args:
+        overrides: Hydra override strings (arguments that are not `-` flags).
+        groups: names of the config groups (`env`, `algo`, `preset`, ...).
+    """
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as e:
+        raise ConfigError(f"bad override: {e}".splitlines()[0]) from None
+    schema = typing.get_type_hints(TrainConfig) | typing.get_type_hints(LaunchOptions)
+    for override in parsed:
+        key = override.key_or_group
+        if override.is_delete() or key.split(".")[0].split("/")[0] == "hydra" or "/" in key:
+            continue
+        if "." not in key and key in groups:
+            continue
+        hints, cls, parts = schema, TrainConfig, key.split(".")
+        for depth, name in enumerate(parts):
+            if name not in hints:
+                owner = cls if depth else _schema(TrainConfig, extra=LaunchOptions)
+                raise ConfigError(f"'{override.input_line}': {unknown_key_message('.'.join(parts[: depth + 1]), owner)}")
+            if not dataclasses.is_dataclass(hints[name]):
+                break  # a value, or a dict whose keys are free
+            cls = hints[name]
+            hints = typing.get_type_hints(cls)
 
 
 def to_train_config(cfg: DictConfig | dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
@@ -359,6 +424,8 @@ def validate(cfg: TrainConfig) -> None:
         "logger.log_every": cfg.logger.log_every,
         "checkpoint.max_to_keep": cfg.checkpoint.max_to_keep,
     }
+    if cfg.env.max_velocity is not None:
+        positive["env.max_velocity"] = cfg.env.max_velocity
     if cfg.env.episode_length is not None:
         positive["env.episode_length"] = cfg.env.episode_length
     for name, value in positive.items():
@@ -392,6 +459,7 @@ def validate(cfg: TrainConfig) -> None:
         "eval.every": cfg.eval.every,
         "logger.video_every": cfg.logger.video_every,
         "checkpoint.every": cfg.checkpoint.every,
+        "train.max_bad_epochs": cfg.train.max_bad_epochs,
     }
     for name, value in non_negative.items():
         if value < 0:
@@ -421,6 +489,8 @@ def make_env(
     overrides = {} if env_cfg.episode_length is None else {"episode_length": env_cfg.episode_length}
     env = envs.make(env_cfg.name, **overrides)
     env.unroll_substeps = env_cfg.unroll_substeps
+    if env_cfg.max_velocity is not None:
+        env.max_velocity = env_cfg.max_velocity
     if smoothing is not None:
         env.smooth(smoothing)
     if randomization is not None and randomization.mode != "none":

@@ -160,6 +160,52 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_and_says_so(tmp_
     assert f"resuming from the older checkpoint '{tmp_path / 'checkpoints' / '2'}'" in caplog.text
 
 
+def test_a_training_run_discards_the_unreadable_checkpoints_it_falls_back_from_and_saves_their_epochs_again(
+    tmp_path, states, caplog
+):
+    state, abstract = states
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
+        checkpoints.save(at_epoch(state, 2), CONFIG)
+        checkpoints.save(at_epoch(state, 4), CONFIG)
+    newest = tmp_path / "checkpoints" / "4"
+    data = max((p for p in (newest / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated, as by a full disk
+    with Checkpointer(tmp_path) as reader:  # evaluation or export: falls back, leaves the files alone
+        assert int(reader.restore_latest(abstract, CONFIG).epoch) == 2
+    assert newest.is_dir()
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints, caplog.at_level(logging.WARNING):
+        assert int(checkpoints.restore_latest(abstract, CONFIG).epoch) == 2
+        assert checkpoints.steps() == [2]
+        # training goes on past epoch 4 and saves it again (orbax refuses a step that exists)
+        assert checkpoints.save(at_epoch(state, 4), CONFIG)
+        checkpoints.wait_until_finished()
+        assert checkpoints.steps() == [2, 4]
+        assert int(checkpoints.restore(4, abstract, CONFIG).epoch) == 4
+    moved = tmp_path / "unreadable_checkpoints" / "4"
+    assert (moved / "state").is_dir()
+    assert f"discarded the unreadable checkpoint '{newest}' (moved to '{moved}')" in caplog.text
+
+
+def test_a_checkpoint_whose_arrays_changed_on_disk_is_unreadable_and_falls_back(tmp_path, states, caplog):
+    state, abstract = states
+    mu = state.actor_opt_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"]
+    changed = jax.tree.map(lambda x: x, state)
+    changed.actor_opt_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"] = mu.at[0, 0].add(1.0)
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
+        checkpoints.save(at_epoch(state, 2), CONFIG)
+        checkpoints.save(at_epoch(changed, 4), CONFIG)
+    # checkpoint 4's arrays replaced by other bytes in a valid format: they load, but are not what was saved
+    shutil.rmtree(tmp_path / "checkpoints" / "4" / "state")
+    shutil.copytree(tmp_path / "checkpoints" / "2" / "state", tmp_path / "checkpoints" / "4" / "state")
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
+        with pytest.raises(CheckpointError, match="checksum mismatch in actor_opt_state/1/0/mu/params/MLP_0/Dense_0/kernel, epoch"):
+            checkpoints.restore(4, abstract, CONFIG)
+        with caplog.at_level(logging.WARNING):
+            restored = checkpoints.restore_latest(abstract, CONFIG)
+    assert_states_equal(restored, at_epoch(state, 2))
+    assert "its bytes changed on disk" in caplog.text
+
+
 def test_missing_checkpoints_are_errors_naming_the_path(tmp_path, states):
     state, abstract = states
     with pytest.raises(CheckpointError, match=f"no complete checkpoint in '{tmp_path / 'checkpoints'}'"):
