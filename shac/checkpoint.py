@@ -314,7 +314,8 @@ class Checkpointer:
         if changed:
             shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
             raise CheckpointError(
-                f"checkpoint '{self.path(step)}' is unreadable: its bytes changed on disk (checksum mismatch in {shown})"
+                f"checkpoint '{self.path(step)}' is unreadable: "
+                f"its bytes changed on disk (checksum mismatch in {shown})"
             )
 
     def restore_latest(self, abstract_state: TrainState, config: TrainConfig) -> TrainState:

@@ -328,7 +328,8 @@ def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) ->
         for depth, name in enumerate(parts):
             if name not in hints:
                 owner = cls if depth else _schema(TrainConfig, extra=LaunchOptions)
-                raise ConfigError(f"'{override.input_line}': {unknown_key_message('.'.join(parts[: depth + 1]), owner)}")
+                message = unknown_key_message(".".join(parts[: depth + 1]), owner)
+                raise ConfigError(f"'{override.input_line}': {message}")
             if not dataclasses.is_dataclass(hints[name]):
                 break  # a value, or a dict whose keys are free
             cls = hints[name]

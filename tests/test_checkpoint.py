@@ -198,7 +198,8 @@ def test_a_checkpoint_whose_arrays_changed_on_disk_is_unreadable_and_falls_back(
     shutil.rmtree(tmp_path / "checkpoints" / "4" / "state")
     shutil.copytree(tmp_path / "checkpoints" / "2" / "state", tmp_path / "checkpoints" / "4" / "state")
     with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
-        with pytest.raises(CheckpointError, match="checksum mismatch in actor_opt_state/1/0/mu/params/MLP_0/Dense_0/kernel, epoch"):
+        mismatch = "checksum mismatch in actor_opt_state/1/0/mu/params/MLP_0/Dense_0/kernel, epoch"
+        with pytest.raises(CheckpointError, match=mismatch):
             checkpoints.restore(4, abstract, CONFIG)
         with caplog.at_level(logging.WARNING):
             restored = checkpoints.restore_latest(abstract, CONFIG)
