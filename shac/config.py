@@ -307,16 +307,18 @@ def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) ->
     Hydra reports `algo.horizn=8` in several lines and accepts `+algo.horizn=8`;
     this gives both the same one line. Keys under a free-form dict
     (`randomization.ranges`), of Hydra itself (`hydra.*`) and config-group
-    choices (`env=ant`, `hydra/launcher=slurm`) are left to Hydra.
+    choices (`env=ant`, `hydra/launcher=slurm`) and syntax errors are left to Hydra.
 
     Args:
         overrides: Hydra override strings (arguments that are not `-` flags).
         groups: names of the config groups (`env`, `algo`, `preset`, ...).
     """
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except HydraException as e:
-        raise ConfigError(f"bad override: {e}".splitlines()[0]) from None
+    parser, parsed = OverridesParser.create(), []
+    for text in overrides:
+        try:
+            parsed += parser.parse_overrides([text])
+        except HydraException:
+            continue  # a syntax error: Hydra's own message says where
     schema = typing.get_type_hints(TrainConfig) | typing.get_type_hints(LaunchOptions)
     for override in parsed:
         key = override.key_or_group

@@ -66,9 +66,9 @@ class RunLock:
         return holder.get("host") == self.host and isinstance(pid, int) and pid != self.pid and not _alive(pid)
 
     def check(self) -> None:
-        """Raises RunDirectoryInUseError unless the lock is free, stale or ours."""
+        """Raises RunDirectoryInUseError unless the lock is free or stale."""
         holder = self.holder()
-        if holder is None or self.stale(holder) or holder == {"host": self.host, "pid": self.pid}:
+        if holder is None or self.stale(holder):
             return
         who = f"pid {holder.get('pid')} on host {holder.get('host')}" if holder else "an unreadable lock file"
         raise RunDirectoryInUseError(

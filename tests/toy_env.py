@@ -79,3 +79,10 @@ class RegisteredLineEnv(LineEnv):
 
     def smooth(self, smoothing) -> None:
         del smoothing
+
+
+class NonFiniteLineEnv(RegisteredLineEnv):
+    """`RegisteredLineEnv` whose first step of every episode is non-finite: after each reset, so every step is."""
+
+    def __init__(self, episode_length=3):
+        super().__init__(episode_length=episode_length, nan_at_step=1)
