@@ -50,8 +50,8 @@ def main(argv: list[str]) -> None:
     import jax
 
     from shac.checkpoint import CheckpointError
-    from shac.evaluate import evaluate, run_episode, summarize
     from shac.config import ConfigError
+    from shac.evaluate import evaluate, run_episode, summarize
     from shac.serialization import DamagedFileError, load_run_policy
     from shac.video import episode_video
 

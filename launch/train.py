@@ -41,7 +41,6 @@ from launch.runtime import (
     shared_run_dir,
 )
 
-
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 

@@ -5,8 +5,11 @@ nothing here compiles an epoch.
 """
 
 import dataclasses
+import json
 import logging
+import os
 import shutil
+import socket
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +34,7 @@ from shac.config import (
     make_env,
     to_train_config,
 )
+from shac.run_dir import LOCK_FILE, RunDirectoryInUseError
 from shac.serialization import save_config
 
 CONFIG = TrainConfig(
@@ -266,3 +270,16 @@ def test_a_fresh_run_refuses_a_directory_with_checkpoints(tmp_path, states):
         checkpoints.save(at_epoch(state, 2), CONFIG)
     with pytest.raises(FileExistsError, match=f"run directory '{tmp_path}' already holds checkpoints"):
         train_module.train(CONFIG, tmp_path)
+
+
+def test_a_fresh_run_refuses_a_directory_with_another_runs_metrics(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"epoch": 1, "env_steps": 16}\n')
+    with pytest.raises(FileExistsError, match=f"run directory '{tmp_path}' already holds the metrics.jsonl"):
+        train_module.train(CONFIG, tmp_path)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_second_writer_is_refused_while_the_first_runs(tmp_path, resume):
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getppid()}))
+    with pytest.raises(RunDirectoryInUseError, match=f"run directory '{tmp_path}' is in use by pid {os.getppid()}"):
+        train_module.train(CONFIG, tmp_path, resume=resume)

@@ -5,18 +5,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
+from mujoco import mjx
 
 import envs
+from envs import State
 from shac.config import (
     AlgoConfig,
     ConfigError,
     DistributedConfig,
+    EnvConfig,
     TrainConfig,
     apply_overrides,
     check_override_keys,
+    make_env,
     register_configs,
     split_launch_config,
     to_train_config,
@@ -209,3 +214,12 @@ def test_resume_overrides_change_values_by_key():
 def test_bad_resume_overrides_fail_with_a_message(override, message):
     with pytest.raises(ConfigError, match=message):
         apply_overrides(TrainConfig(), [override])
+
+
+def test_the_velocity_bound_defaults_per_env_class_and_is_overridden_by_config():
+    assert make_env(EnvConfig(name="pendulum_swingup")).max_velocity == envs.MjxEnv.max_velocity == 1000.0
+    env = make_env(EnvConfig(name="pendulum_swingup", max_velocity=5.0))
+    data = mjx.make_data(env.mjx_model)
+    state = State(pipeline_state=data, obs=jnp.zeros(3), reward=0.0, done=0.0, terminated=0.0, truncated=0.0)
+    assert not env.too_fast(state.replace(pipeline_state=data.replace(qvel=jnp.array([-4.9]))))
+    assert env.too_fast(state.replace(pipeline_state=data.replace(qvel=jnp.array([-5.1]))))
