@@ -1,10 +1,11 @@
 """Who may write a run directory: one writer at a time (a lock file), and never over another run's results.
 
 `RunLock` holds `<run_dir>/run.lock` (JSON: the holder's host and pid) for the
-life of a training run. A second writer is refused while the holder lives; a
-lock left by a process that died (on this host) is taken over with a warning.
-A lock written on another host is never taken over: only its owner can tell
-whether it still runs, so the user deletes it.
+life of a training run, touching it every `HEARTBEAT_S` seconds. A second
+writer is refused while the holder lives. A lock is stale, and taken over with
+a warning, when its process is gone (checked on the same host) or when it has
+not been touched for `STALE_AFTER_S` seconds (a holder on another host that
+was killed, e.g. at a SLURM time limit).
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ import json
 import logging
 import os
 import socket
+import threading
+import time
 from pathlib import Path
 
 from shac.checkpoint import CHECKPOINT_DIR
 from shac.tracking import read_records
 
 LOCK_FILE = "run.lock"
+HEARTBEAT_S = 30.0
+"""How often the holder touches its lock."""
+STALE_AFTER_S = 600.0
+"""A lock untouched this long belongs to a holder that no longer runs, wherever it ran."""
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +67,18 @@ class RunLock:
         except json.JSONDecodeError:
             return {}
 
+    def age(self) -> float:
+        """Seconds since the holder last touched the lock."""
+        try:
+            return time.time() - self.path.stat().st_mtime
+        except FileNotFoundError:
+            return 0.0
+
     def stale(self, holder: dict) -> bool:
-        """Whether `holder` is a process of this host that no longer runs (an unreadable lock is not stale)."""
+        """Whether `holder` no longer runs: a process of this host that is gone, or a lock untouched too long."""
         pid = holder.get("pid")
-        return holder.get("host") == self.host and isinstance(pid, int) and pid != self.pid and not _alive(pid)
+        gone = holder.get("host") == self.host and isinstance(pid, int) and pid != self.pid and not _alive(pid)
+        return gone or self.age() > STALE_AFTER_S
 
     def check(self) -> None:
         """Raises RunDirectoryInUseError unless the lock is free or stale."""
@@ -72,8 +87,8 @@ class RunLock:
             return
         who = f"pid {holder.get('pid')} on host {holder.get('host')}" if holder else "an unreadable lock file"
         raise RunDirectoryInUseError(
-            f"run directory '{self.path.parent}' is in use by {who} (lock file '{self.path}'); "
-            "wait for that run to end, or delete the lock file if it no longer runs"
+            f"run directory '{self.path.parent}' is in use by {who} (lock file '{self.path}', touched "
+            f"{self.age():.0f} s ago); wait for that run to end, or delete the lock file if it no longer runs"
         )
 
     def __enter__(self) -> RunLock:
@@ -84,16 +99,33 @@ class RunLock:
                 self.check()
                 holder = self.holder()
                 if holder is not None:
-                    log.warning("taking over the lock '%s' of pid %s, which no longer runs", self.path, holder["pid"])
+                    log.warning(
+                        "taking over the lock '%s' of pid %s on host %s, which no longer runs",
+                        self.path,
+                        holder.get("pid"),
+                        holder.get("host"),
+                    )
                     self.path.unlink(missing_ok=True)
                 continue
             with os.fdopen(fd, "w") as file:
                 json.dump({"host": self.host, "pid": self.pid}, file)
+            self._stop = threading.Event()
+            self._heartbeat = threading.Thread(target=self._touch, name="run-lock-heartbeat", daemon=True)
+            self._heartbeat.start()
             return self
         self.check()  # another writer took it between our attempts
         raise RunDirectoryInUseError(f"could not take the lock '{self.path}'")
 
+    def _touch(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                os.utime(self.path)
+            except OSError:  # deleted by hand: nothing to keep fresh
+                return
+
     def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._heartbeat.join()
         if self.holder() == {"host": self.host, "pid": self.pid}:
             self.path.unlink(missing_ok=True)
 

@@ -116,3 +116,25 @@ def test_a_run_whose_every_step_is_nonfinite_stops_in_one_line_with_a_non_zero_e
     assert not (tmp_path / "policy.msgpack").exists()
     assert Checkpointer(tmp_path).steps() == []
     assert not (tmp_path / "run.lock").exists()  # released
+
+
+def test_a_resumed_run_trains_past_the_corrupt_checkpoint_it_fell_back_from(tmp_path):
+    def toy_train(*args):
+        command = [sys.executable, "-m", "tests.toy_train", "checkpoint.every=2", *args]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    first = toy_train("algo.max_epochs=4", f"hydra.run.dir={tmp_path}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    newest = tmp_path / "checkpoints" / "4"
+    data = max((p for p in (newest / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:10])  # truncated
+    resumed = toy_train(f"resume={tmp_path}", "algo.max_epochs=6")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    output = resumed.stdout + resumed.stderr
+    assert f"checkpoint '{newest}' is unreadable" in output
+    assert (
+        f"discarded the unreadable checkpoint '{newest}' (moved to '{tmp_path / 'unreadable_checkpoints' / '4'}')"
+        in (output)
+    )
+    assert Checkpointer(tmp_path).steps() == [2, 4, 6]  # epochs 3 and 4 trained again, 4 saved again
+    assert [r["epoch"] for r in read_records(tmp_path)] == [1, 2, 3, 4, 5, 6]
