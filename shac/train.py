@@ -47,7 +47,7 @@ class TrainingInterrupted(Exception):
 
 
 class TrainingDiverged(Exception):
-    """Too many bad epochs in a row (`train.max_bad_epochs`); the last good state was checkpointed first.
+    """Too many bad epochs in a row (`train.max_bad_epochs`); the last good state, if any, was checkpointed first.
 
     Attributes:
         epoch: the last epoch run.
@@ -220,7 +220,8 @@ def _loop(
     the progress line, and no periodic checkpoint is written while bad epochs
     go on. After `train.max_bad_epochs` of them in a row, or when every epoch
     of this launch was bad, the last good state is checkpointed and
-    TrainingDiverged raised.
+    TrainingDiverged raised (so one extra training state stays in device
+    memory while bad epochs go on).
     """
     env = shac.env
     primary = jax.process_index() == 0
