@@ -13,12 +13,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
-from shac.config import check_override_keys
-from shac.run_dir import RunLock, check_fresh
-from shac.serialization import CONFIG_FILE
+from envs import private_apis
+from shac.run.hydra_config import check_override_keys
+from shac.run.run_dir import RunLock, check_fresh
+from shac.run.serialization import CONFIG_FILE
 
 DEFAULT_RUNS = Path("runs")
 """Where Hydra puts runs without an explicit `hydra.run.dir` (configs/config.yaml)."""
@@ -57,7 +57,7 @@ def preflight(argv: list[str], config_dir: Path) -> None:
     values = {}
     for text in overrides:
         try:
-            override = OverridesParser.create().parse_override(text)
+            (override,) = private_apis.parse_hydra_overrides([text])
         except HydraException:
             continue  # a syntax error: Hydra reports it
         values[override.key_or_group] = override.value()

@@ -45,8 +45,8 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.parameters import ModelParameter, parse_assignments
-    from shac import sysid
+    from envs.physics.parameters import ModelParameter, parse_assignments
+    from shac.tools import sysid
 
     env = envs.make(args.env)
     model = env.mj_model

@@ -25,7 +25,7 @@ METHODS = ("autodiff", "finite_difference")
 @dataclass
 class SysidArgs:
     data: str = MISSING
-    """Trajectory file (.npz or .csv; format in shac/sysid.py)."""
+    """Trajectory file (.npz or .csv; format in shac/tools/sysid.py)."""
     env: str = MISSING
     """Registered environment whose MJCF model is calibrated."""
     params: list[str] = field(default_factory=list)
@@ -71,8 +71,8 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.parameters import ModelParameter, parse_assignments
-    from shac import identifiability, sysid
+    from envs.physics.parameters import ModelParameter, parse_assignments
+    from shac.tools import identifiability, sysid
 
     try:
         env = envs.make(args.env)

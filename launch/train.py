@@ -51,9 +51,10 @@ def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
 
 @hydra.main(version_base=None, config_path="../configs", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from shac.checkpoint import CheckpointError
-    from shac.config import ConfigError, LaunchOptions, apply_overrides, split_launch_config, to_train_config
-    from shac.serialization import load_config
+    from shac.config import ConfigError, LaunchOptions, to_train_config
+    from shac.run.checkpoint import CheckpointError
+    from shac.run.hydra_config import apply_overrides, split_launch_config
+    from shac.run.serialization import load_config
 
     hydra_config = HydraConfig.get()
     try:
@@ -81,8 +82,8 @@ def main(cfg: DictConfig) -> None:
         sys.exit(f"error: cannot resume: {e}")
     configure_compile_cache(options.compile_cache)
     configure_precision(config.precision)
-    from shac.run_dir import RunDirectoryInUseError
-    from shac.train import TrainingDiverged, TrainingInterrupted, train
+    from shac.run.run_dir import RunDirectoryInUseError
+    from shac.run.train import TrainingDiverged, TrainingInterrupted, train
 
     try:
         _, record = train(config, run_dir, resume=resume)
@@ -103,8 +104,9 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco
     from launch.preflight import PreflightError, preflight
-    from shac.config import ConfigError, register_configs
-    from shac.run_dir import RunDirectoryInUseError
+    from shac.config import ConfigError
+    from shac.run.hydra_config import register_configs
+    from shac.run.run_dir import RunDirectoryInUseError
 
     try:
         preflight(sys.argv[1:], CONFIG_DIR)

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac.algorithm import Shac
 from shac.config import AlgoConfig
+from shac.core.algorithm import Shac
 from tests.toy_env import LineEnv
 
 CONFIG = AlgoConfig(

@@ -16,15 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac import train as train_module
-from shac.algorithm import Shac
-from shac.checkpoint import (
-    Checkpointer,
-    CheckpointError,
-    IncompatibleCheckpointError,
-    arrays_to_state,
-    state_arrays,
-)
 from shac.config import (
     AlgoConfig,
     CheckpointConfig,
@@ -34,8 +25,17 @@ from shac.config import (
     make_env,
     to_train_config,
 )
-from shac.run_dir import LOCK_FILE, RunDirectoryInUseError
-from shac.serialization import save_config
+from shac.core.algorithm import Shac
+from shac.run import train as train_module
+from shac.run.checkpoint import (
+    Checkpointer,
+    CheckpointError,
+    IncompatibleCheckpointError,
+    arrays_to_state,
+    state_arrays,
+)
+from shac.run.run_dir import LOCK_FILE, RunDirectoryInUseError
+from shac.run.serialization import save_config
 
 CONFIG = TrainConfig(
     env=EnvConfig(name="pendulum_swingup"),

@@ -13,19 +13,8 @@ from mujoco import mjx
 
 import envs
 from envs import State
-from shac.config import (
-    AlgoConfig,
-    ConfigError,
-    DistributedConfig,
-    EnvConfig,
-    TrainConfig,
-    apply_overrides,
-    check_override_keys,
-    make_env,
-    register_configs,
-    split_launch_config,
-    to_train_config,
-)
+from shac.config import AlgoConfig, ConfigError, DistributedConfig, EnvConfig, TrainConfig, make_env, to_train_config
+from shac.run.hydra_config import apply_overrides, check_override_keys, register_configs, split_launch_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

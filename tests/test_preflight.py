@@ -13,10 +13,11 @@ import pytest
 
 from launch.preflight import PreflightError, preflight
 from launch.train import CONFIG_DIR
-from shac.algorithm import Shac
-from shac.config import AlgoConfig, ConfigError, EnvConfig, TrainConfig, check_override_keys, make_env
-from shac.run_dir import LOCK_FILE, RunDirectoryInUseError
-from shac.serialization import save_config, save_policy
+from shac.config import AlgoConfig, ConfigError, EnvConfig, TrainConfig, make_env
+from shac.core.algorithm import Shac
+from shac.run.hydra_config import check_override_keys
+from shac.run.run_dir import LOCK_FILE, RunDirectoryInUseError
+from shac.run.serialization import save_config, save_policy
 from tests.conftest import ROOT
 
 

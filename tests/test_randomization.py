@@ -19,7 +19,7 @@ from shac.config import (
     TrainConfig,
     to_train_config,
 )
-from shac.train import train
+from shac.run.train import train
 
 
 def test_reset_samples_parameters_per_env_and_step_uses_them():

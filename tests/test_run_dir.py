@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from shac import run_dir
-from shac.run_dir import LOCK_FILE, STALE_AFTER_S, RunDirectoryInUseError, RunLock, check_fresh
+from shac.run import run_dir
+from shac.run.run_dir import LOCK_FILE, STALE_AFTER_S, RunDirectoryInUseError, RunLock, check_fresh
 
 
 def write_lock(run_dir, host, pid):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import envs
-from envs.parameters import ModelParameter
-from shac import identifiability, sysid
+from envs.physics.parameters import ModelParameter
+from shac.tools import identifiability, sysid
 
 ROOT = Path(__file__).resolve().parents[1]
 DAMPING, FRICTION = "joint:hinge:damping", "joint:hinge:frictionloss"

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import pytest
 
 import envs
-from shac import parallel
-from shac import train as train_module
-from shac.checkpoint import Checkpointer
 from shac.config import AlgoConfig, CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, LoopConfig, TrainConfig
-from shac.tracking import read_records
+from shac.run import parallel
+from shac.run import train as train_module
+from shac.run.checkpoint import Checkpointer
+from shac.run.tracking import read_records
 from tests.conftest import ROOT
 from tests.toy_env import NonFiniteLineEnv, RegisteredLineEnv
 

@@ -2,7 +2,7 @@
 
 One epoch = one differentiable window of N * h env steps, one actor step on
 the short-horizon loss, critic fitting on TD(lambda) targets, and the target
-critic update (shared/design/shac.md sections 1-3).
+critic update (docs/algorithm.md).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import optax
 from flax import struct
 
 from envs import MjxEnv, State
-from shac import losses
 from shac.config import AlgoConfig
-from shac.episodes import EpisodeStats
-from shac.networks import Actor, Critic
-from shac.normalizer import RunningStatistics
-from shac.rollout import Window, rollout
+from shac.core import losses
+from shac.core.episodes import EpisodeStats
+from shac.core.networks import Actor, Critic
+from shac.core.normalizer import RunningStatistics
+from shac.core.rollout import Window, rollout
 
 Params = dict
 Metrics = dict[str, jax.Array]

@@ -2,7 +2,7 @@
 
 Recorded trajectories are cut into short segments; each segment is simulated
 from its measured initial state under the measured controls, and the named
-model parameters (`envs.parameters`) are fitted to the measured positions and
+model parameters (`envs.physics.parameters`) are fitted to the measured positions and
 velocities by gradient descent (optax) on a log (or bounded logistic)
 reparameterisation that keeps them positive and within bounds.
 
@@ -30,7 +30,7 @@ from flax import struct
 from mujoco import mjx
 from mujoco import rollout as mj_rollout
 
-from envs.parameters import ModelParameter, parse_all, write_all
+from envs.physics.parameters import ModelParameter, parse_all, write_all
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from shac.checkpoint import CHECKPOINT_DIR
-from shac.tracking import read_records
+from shac.run.checkpoint import CHECKPOINT_DIR
+from shac.run.tracking import read_records
 
 LOCK_FILE = "run.lock"
 HEARTBEAT_S = 30.0
