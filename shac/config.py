@@ -91,6 +91,10 @@ class AlgoConfig:
     """Initial state-independent log standard deviation of the policy."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
+    action_mean_penalty: float = 0.0
+    """c >= 0: the actor loss adds c * mean(mu^2) over the window, mu the policy's mean before the tanh
+    squash, so the policy stays out of saturation, where tanh (and joints pressed into their limits)
+    pass no gradient. A training-only term: the task's reward and the evaluation are unchanged."""
     checkpoint_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
     recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);
@@ -335,6 +339,8 @@ def validate(cfg: TrainConfig) -> None:
     for name, widths in {"algo.actor_hidden": algo.actor_hidden, "algo.critic_hidden": algo.critic_hidden}.items():
         if not all(w > 0 for w in widths):
             raise ConfigError(f"{name} widths must be > 0, got {list(widths)}")
+    if algo.action_mean_penalty < 0:
+        raise ConfigError(f"algo.action_mean_penalty must be >= 0, got {algo.action_mean_penalty}")
     if algo.checkpoint_every < 0 or (algo.checkpoint_every and algo.horizon % algo.checkpoint_every):
         raise ConfigError(
             f"algo.checkpoint_every={algo.checkpoint_every} must be 0 (off) or divide algo.horizon={algo.horizon}"

@@ -33,11 +33,15 @@ def test_density_scales_every_derived_mass_and_inertia():
 
 
 def test_joint_wildcard_means_the_actuated_joints():
-    model = ant({"joint:*:armature": 0.05, "joint:*:damping": 2.0, "actuator:*:gear": 200.0})
+    model = ant(
+        {"joint:*:armature": 0.05, "joint:*:damping": 2.0, "joint:*:limit_timeconst": 0.1, "actuator:*:gear": 200.0}
+    )
     # dofs 0-5 are the free joint (never changed by `*`), 6-13 the eight motor hinges
     np.testing.assert_array_equal(model.dof_armature, [0.0] * 6 + [0.05] * 8)
     np.testing.assert_array_equal(model.dof_damping, [0.0] * 6 + [2.0] * 8)
     np.testing.assert_array_equal(model.actuator_gear[:, 0], [200.0] * 8)
+    np.testing.assert_array_equal(model.jnt_solref[1:], [[0.1, 1.0]] * 8)
+    np.testing.assert_array_equal(model.jnt_solref[0], [0.02, 1.0])
 
 
 def test_named_elements_change_alone():

@@ -13,6 +13,9 @@ actuator drives (the robot's motors), never a free or ball joint. Accepted:
     joint:<name>:armature     rotor inertia added to the joint (kg m^2)
     joint:<name>:damping      joint damping (N m s / rad)
     joint:<name>:frictionloss dry friction of the joint (N m)
+    joint:<name>:limit_timeconst  solref time constant of the joint's limit (s; MuJoCo's default
+                              0.02; larger is softer: a joint pressed into its limit still moves
+                              with its torque, as the penalty-spring limits of other simulators do)
     geom:<name>:density       density of the geom (kg / m^3; geoms with an explicit mass keep it)
     geom:<name>:friction      sliding friction coefficient
     actuator:<name>:gear      actuator gear (torque per unit of control for a motor)
@@ -28,6 +31,7 @@ _SETTERS = {
     ("joint", "armature"): lambda joint, value: setattr(joint, "armature", value),
     ("joint", "damping"): lambda joint, value: joint.damping.__setitem__(0, value),
     ("joint", "frictionloss"): lambda joint, value: setattr(joint, "frictionloss", value),
+    ("joint", "limit_timeconst"): lambda joint, value: joint.solref_limit.__setitem__(0, value),
     ("geom", "density"): lambda geom, value: setattr(geom, "density", value),
     ("geom", "friction"): lambda geom, value: geom.friction.__setitem__(0, value),
     ("actuator", "gear"): lambda actuator, value: actuator.gear.__setitem__(0, value),
