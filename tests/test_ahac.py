@@ -44,6 +44,7 @@ def window_of(stiffness, active):
         terminated=zeros,
         truncated=zeros,
         nonfinite=zeros,
+        too_fast=zeros,
         metrics={},
         log_probs=zeros,
         stiffness=jnp.asarray(stiffness, jnp.float32),

@@ -371,6 +371,8 @@ class Shac:
             "resets/terminated": window.terminated.sum(),
             "resets/truncated": window.truncated.sum(),
             "resets/nonfinite": window.nonfinite.sum(),
+            "resets/too_fast": window.too_fast.sum(),
+            "resets/nonfinite_envs": window.nonfinite.max(axis=0).sum(),
             **{f"reward/{name}": value.sum() / active_steps for name, value in window.metrics.items()},
             **algo_metrics,
         }
