@@ -17,10 +17,11 @@ any estimate by a meaningful fraction of its uncertainty.
 Simulations with constraints (friction, contacts) are only piecewise smooth:
 the solver's discrete choices make the cost jump by tiny amounts, so near the
 minimum the linear model promises decreases the cost cannot deliver. When the
-cost has stopped decreasing (`patience` iterations without a relative decrease
-above `stall_rtol`) the iteration stops; this counts as converged only if the
-remaining Gauss-Newton step is under `stall_tolerance` standard errors, and the
-result says that it stalled and how long that step was.
+cost has stopped decreasing (by less than `stall_decrease` over `patience`
+iterations; a step of one standard error is worth 0.5) the iteration stops.
+This counts as converged only if the remaining Gauss-Newton step is under
+`stall_tolerance` standard errors, and the result says that it stalled and how
+long that step was.
 """
 
 from __future__ import annotations
@@ -155,8 +156,8 @@ def levenberg_marquardt(
     max_steps: int,
     tolerance: float = 0.1,
     on_step: Callable[[int, float, np.ndarray], None] | None = None,
-    patience: int = 5,
-    stall_rtol: float = 1e-9,
+    patience: int = 8,
+    stall_decrease: float = 0.01,
     stall_tolerance: float = 1.0,
 ) -> Solution:
     """Minimises 1/2 |r(theta, x)|^2 by Levenberg-Marquardt with Marquardt's diagonal scaling.
@@ -172,7 +173,7 @@ def levenberg_marquardt(
         max_steps: iterations allowed; 0 only evaluates the start.
         tolerance: converged when the Gauss-Newton step is shorter than this (standard errors).
         on_step: called with (step, cost, theta) after each iteration.
-        patience, stall_rtol, stall_tolerance: the stall rule (module docstring).
+        patience, stall_decrease, stall_tolerance: the stall rule (module docstring).
     """
     residuals, shared, local = jacobian_fn(theta, x)
     cost = 0.5 * float(np.sum(residuals**2))
@@ -182,7 +183,7 @@ def levenberg_marquardt(
     while True:
         gn_theta, gn_x = normal.solve()
         step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
-        stalled = len(history) > patience and history[-patience - 1] - cost <= stall_rtol * cost
+        stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
         converged = step_length < tolerance or (stalled and step_length < stall_tolerance)
         if converged or stalled or step >= max_steps:
             break
