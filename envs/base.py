@@ -11,6 +11,7 @@ object.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,10 @@ from brax.envs.base import Env as BraxEnv
 from flax import struct
 from mujoco import mjx
 
-from envs.mjx_math import with_contractions
-from envs.parameters import ModelParameter, parse_all, write_all
-from envs.smoothing import Smoothing, clip_gradient
+from envs.physics.mjx_math import with_contractions
+from envs.physics.model_options import compile_model
+from envs.physics.parameters import ModelParameter, parse_all, write_all
+from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -91,10 +93,23 @@ class MjxEnv(BraxEnv, abc.ABC):
         ctrl_dt: control period in seconds; must be a multiple of the model's
             physics time step.
         episode_length: control steps per episode before time-limit truncation.
+        substeps: physics steps per control period (the model's time step becomes
+            `ctrl_dt / substeps`); None keeps the MJCF's time step.
+        physics: MJCF values changed before the model compiles,
+            `element:name:attribute` -> value (see `envs.physics.model_options`).
     """
 
-    def __init__(self, xml: str, *, ctrl_dt: float, episode_length: int):
-        mj_model = mujoco.MjModel.from_xml_path(str(ASSETS / xml))
+    def __init__(
+        self,
+        xml: str,
+        *,
+        ctrl_dt: float,
+        episode_length: int,
+        substeps: int | None = None,
+        physics: Mapping[str, float] | None = None,
+    ):
+        spec = mujoco.MjSpec.from_file(str(ASSETS / xml))
+        mj_model = compile_model(spec, physics or {}, substeps, ctrl_dt)
         check_differentiable(mj_model, xml)
         n_substeps = round(ctrl_dt / mj_model.opt.timestep)
         if n_substeps < 1 or abs(n_substeps * mj_model.opt.timestep - ctrl_dt) > 1e-9:
@@ -113,14 +128,14 @@ class MjxEnv(BraxEnv, abc.ABC):
         """Unroll the substep loop (faster on the ant, slower on the hopper: `EnvConfig.unroll_substeps`)."""
 
     def smooth(self, smoothing: Smoothing) -> None:
-        """Simulates and differentiates contacts as `smoothing` says (see `envs.smoothing`)."""
+        """Simulates and differentiates contacts as `smoothing` says (see `envs.physics.smoothing`)."""
         self.smoothing = smoothing
 
     def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
         """Samples the named model parameters per episode at reset, uniformly in [low, high].
 
         Args:
-            ranges: `element:name:attribute` -> (low, high), see `envs.parameters`.
+            ranges: `element:name:attribute` -> (low, high), see `envs.physics.parameters`.
 
         The sampled values travel in `state.info["model_params"]` (float32 [P]) and
         every step simulates with them, so gradients still flow through the
@@ -209,10 +224,13 @@ class MjxEnv(BraxEnv, abc.ABC):
         """`n_substeps` MJX steps of `model` with the control held at `action`.
 
         Contacts follow `self.smoothing`; with `state_grad_clip` the gradient
-        flowing back into `data` is clipped to that norm.
+        flowing back into `data` is clipped to that norm, with `state_grad_decay`
+        scaled by that factor.
         """
         if self.smoothing.state_grad_clip > 0:
             data = clip_gradient(data, self.smoothing.state_grad_clip)
+        if self.smoothing.state_grad_decay < 1:
+            data = scale_gradient(data, self.smoothing.state_grad_decay)
         data = data.replace(ctrl=action)
 
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:

@@ -49,10 +49,10 @@ def main(argv: list[str]) -> None:
     configure_runtime()  # before anything imports mujoco
     import jax
 
-    from shac.checkpoint import CheckpointError
-    from shac.evaluate import evaluate, run_episode, summarize
-    from shac.serialization import load_run_policy
-    from shac.video import episode_video
+    from shac.run.checkpoint import CheckpointError
+    from shac.run.evaluate import evaluate, run_episode, summarize
+    from shac.run.serialization import load_run_policy
+    from shac.run.video import episode_video
 
     run_dir = Path(args.run_dir)
     try:

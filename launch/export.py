@@ -1,6 +1,6 @@
 """Export a trained policy: `python launch/export.py run_dir=<dir> [checkpoint=<epoch>] [out_dir=<dir>]`.
 
-Writes `policy.onnx`, `policy.jaxexport` and `policy.json` (see shac/export.py)
+Writes `policy.onnx`, `policy.jaxexport` and `policy.json` (see shac/run/export.py)
 after checking that onnxruntime and the `jax.export` artifact reproduce the JAX
 policy's actions, and adds them to the run's W&B run as the artifact
 `policy-<id>` (unless the run's logger.mode is disabled). Prints policy.json's path.
@@ -42,12 +42,12 @@ def main(argv: list[str]) -> None:
     import jax
 
     try:
-        from shac.export import ExportError, export_policy
+        from shac.run.export import ExportError, export_policy
     except ImportError as e:
         sys.exit(f"error: export needs its extra dependencies ({e}); pip install -e '.[export]'")
-    from shac.checkpoint import CheckpointError
-    from shac.serialization import CONFIG_FILE, load_run_policy
-    from shac.tracking import log_artifact
+    from shac.run.checkpoint import CheckpointError
+    from shac.run.serialization import CONFIG_FILE, load_run_policy
+    from shac.run.tracking import log_artifact
 
     run_dir = Path(args.run_dir)
     try:

@@ -54,8 +54,8 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.parameters import ModelParameter, parse_assignments
-    from shac import trajectory as recording
+    from envs.physics.parameters import ModelParameter, parse_assignments
+    from shac.tools import trajectory as recording
 
     env = envs.make(args.env)
     model = env.mj_model

@@ -29,7 +29,7 @@ NOT_CONVERGED_STATUS = 3
 @dataclass
 class SysidArgs:
     data: str = MISSING
-    """Trajectory file (.npz or .csv; format in shac/trajectory.py)."""
+    """Trajectory file (.npz or .csv; format in shac/tools/trajectory.py)."""
     env: str = MISSING
     """Registered environment whose MJCF model is calibrated."""
     params: list[str] = field(default_factory=list)
@@ -84,9 +84,9 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.parameters import ModelParameter, parse_assignments
-    from shac import identifiability, sysid
-    from shac.trajectory import Trajectory
+    from envs.physics.parameters import ModelParameter, parse_assignments
+    from shac.tools import identifiability, sysid
+    from shac.tools.trajectory import Trajectory
 
     try:
         env = envs.make(args.env)

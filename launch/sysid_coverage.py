@@ -4,7 +4,7 @@
 
 simulates K datasets with MuJoCo's C simulator (smooth random excitation and
 start state, random noise levels, the sampling rates in turn), fits each with
-the default settings (shac/sysid_coverage.py), prints the coverage of the 95%
+the default settings (shac/tools/sysid_coverage.py), prints the coverage of the 95%
 intervals and the median relative error, overall and per sampling rate, and
 writes them with every dataset's fit to `out` (JSON).
 """
@@ -60,8 +60,8 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.parameters import parse_assignments
-    from shac import sysid_coverage
+    from envs.physics.parameters import parse_assignments
+    from shac.tools import sysid_coverage
 
     try:
         env = envs.make(args.env)

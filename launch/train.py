@@ -45,9 +45,10 @@ def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
 
 @hydra.main(version_base=None, config_path="../configs", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from shac.checkpoint import CheckpointError
-    from shac.config import ConfigError, LaunchOptions, apply_overrides, split_launch_config, to_train_config
-    from shac.serialization import load_config
+    from shac.config import ConfigError, LaunchOptions, to_train_config
+    from shac.run.checkpoint import CheckpointError
+    from shac.run.hydra_config import apply_overrides, split_launch_config
+    from shac.run.serialization import load_config
 
     hydra_config = HydraConfig.get()
     try:
@@ -75,7 +76,7 @@ def main(cfg: DictConfig) -> None:
         sys.exit(f"error: cannot resume: {e}")
     configure_compile_cache(options.compile_cache)
     configure_precision(config.precision)
-    from shac.train import TrainingInterrupted, train
+    from shac.run.train import TrainingInterrupted, train
 
     try:
         _, record = train(config, run_dir, resume=resume)
@@ -95,7 +96,7 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco
-    from shac.config import register_configs
+    from shac.run.hydra_config import register_configs
 
     register_configs()
     OmegaConf.register_new_resolver("when_resuming", when_resuming)

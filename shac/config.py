@@ -1,26 +1,20 @@
-"""Typed run configuration, registered with Hydra's ConfigStore, and its validation.
+"""Typed run configuration: frozen dataclasses, a docstring under every field, and their validation.
 
-Hydra composes `configs/config.yaml` onto these schemas (unknown keys and
-wrong types fail at compose time); `to_train_config` turns the result into a
-frozen `TrainConfig` and checks every value before anything compiles.
+Plain Python (no Hydra): `shac.run.hydra_config` composes `configs/*.yaml` onto
+these schemas; `to_train_config` turns a plain dict (Hydra's result, or a run's
+`config.json`) into a frozen `TrainConfig` and checks every value before
+anything compiles.
 """
 
 import dataclasses
 import json
 import math
 import typing
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hydra.core.config_store import ConfigStore
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 import envs
-from envs.smoothing import Smoothing
+from envs.physics.smoothing import Smoothing
 
 LOGGER_MODES = ("offline", "online", "disabled")
 PRECISIONS = ("float32", "float64")
@@ -40,6 +34,12 @@ class EnvConfig:
     """Registered environment name (see `envs.names()`)."""
     episode_length: int | None = None
     """Control steps per episode; None keeps the environment's default."""
+    substeps: int | None = None
+    """Physics steps per control step (the model's time step becomes the control period divided by
+    this); None keeps the task's MJCF time step."""
+    physics: dict[str, float] = field(default_factory=dict)
+    """MJCF values changed before the model compiles, `element:name:attribute` -> value, `*` for
+    every element (joints: every actuated joint), e.g. `{joint:*:armature: 0.05}` (see `envs.physics.model_options`)."""
     unroll_substeps: bool = False
     """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
     the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
@@ -87,6 +87,10 @@ class AlgoConfig:
     """Initial state-independent log standard deviation of the policy."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
+    action_mean_penalty: float = 0.0
+    """c >= 0: the actor loss adds c * mean(mu^2) over the window, mu the policy's mean before the tanh
+    squash, so the policy stays out of saturation, where tanh (and joints pressed into their limits)
+    pass no gradient. A training-only term: the task's reward and the evaluation are unchanged."""
     checkpoint_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
     recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);
@@ -226,76 +230,31 @@ class DiagnoseConfig(TrainConfig):
     diagnose: DiagnoseOptions = DiagnoseOptions()
 
 
-def register_configs() -> None:
-    """Registers the schemas that `configs/config.yaml` and `configs/diagnose.yaml` extend.
-
-    `base_config` is `TrainConfig` with the `LaunchOptions` fields at the top level.
-    """
-    ConfigStore.instance().store(name="base_config", node=_schema(TrainConfig, extra=LaunchOptions))
-    ConfigStore.instance().store(name="base_diagnose_config", node=_schema(DiagnoseConfig))
-
-
-def _schema(cls: type, extra: type | None = None) -> type:
-    """A mutable twin of a frozen config dataclass, for Hydra to merge into.
-
-    OmegaConf marks nodes built from frozen dataclasses read-only, which makes
-    Hydra's defaults list unable to override them; the twin has the same
-    fields, types and defaults (nested configs become twins too), plus the
-    fields of `extra`.
-    """
-    fields = []
-    for source in (cls, extra) if extra is not None else (cls,):
-        hints = typing.get_type_hints(source)
-        for f in dataclasses.fields(source):
-            if dataclasses.is_dataclass(hints[f.name]):
-                twin = _schema(hints[f.name])
-                fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
-            elif f.default_factory is not dataclasses.MISSING:
-                fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
-            else:
-                fields.append((f.name, hints[f.name], dataclasses.field(default=f.default)))
-    return dataclasses.make_dataclass(cls.__name__, fields)
-
-
-def _build(cls: type, values: dict):
-    """The frozen `cls` from a plain dict (lists become tuples)."""
+def from_dict(cls: type, values: dict):
+    """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples)."""
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in values.items():
         if dataclasses.is_dataclass(hints[name]):
-            value = _build(hints[name], value)
+            value = from_dict(hints[name], value)
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
 
 
-def to_train_config(cfg: DictConfig | dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
-    """Validates a composed config (or its plain-dict form) and returns it frozen, as `cls`.
+def to_train_config(values: dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
+    """Validates a config's plain-dict form and returns it frozen, as `cls`.
 
     Raises:
         ConfigError: naming the first bad value and what would be accepted.
     """
-    if isinstance(cfg, DictConfig):
-        cfg = OmegaConf.to_container(cfg, resolve=True)
     try:
-        config = _build(cls, cfg)
+        config = from_dict(cls, values)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     validate(config)
     return config
-
-
-def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
-    """Separates what `launch/train.py` composed into the run's config (a plain dict) and its options.
-
-    Raises:
-        ConfigError: a `distributed.*` value out of range (the run's config is validated later).
-    """
-    values = OmegaConf.to_container(cfg, resolve=True)
-    options = _build(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
-    validate_distributed(options.distributed)
-    return values, options
 
 
 def validate_distributed(cfg: DistributedConfig) -> None:
@@ -307,38 +266,6 @@ def validate_distributed(cfg: DistributedConfig) -> None:
             f"distributed.process_id must be in [0, distributed.num_processes={cfg.num_processes}), "
             f"got {cfg.process_id}"
         )
-
-
-def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
-    """`config` with command-line `key=value` overrides applied, validated (used to resume a run).
-
-    Args:
-        config: the run's config.
-        overrides: Hydra override strings, e.g. `["algo.max_epochs=400", "logger.mode=disabled"]`.
-
-    Raises:
-        ConfigError: for a config-group choice (`logger=disabled`), an added or
-            deleted key, an unknown key or a mistyped value.
-    """
-    cfg = OmegaConf.merge(OmegaConf.structured(_schema(TrainConfig)), dataclasses.asdict(config))
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except HydraException as e:
-        raise ConfigError(f"bad override: {e}") from None
-    for override in parsed:
-        key, text = override.key_or_group, override.input_line
-        if override.is_add() or override.is_delete() or override.is_force_add():
-            raise ConfigError(f"'{text}': only key=value overrides can change a resumed run's config")
-        if OmegaConf.is_dict(OmegaConf.select(cfg, key)):
-            raise ConfigError(
-                f"'{text}' picks a config group, which cannot change a resumed run's config; "
-                f"set its values by key instead, e.g. {key}.<field>=<value>"
-            )
-        try:
-            OmegaConf.update(cfg, key, override.value(), merge=False)
-        except OmegaConfBaseException as e:
-            raise ConfigError(f"'{text}': {e}".splitlines()[0]) from None
-    return to_train_config(cfg)
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -379,6 +306,8 @@ def validate(cfg: TrainConfig) -> None:
     for name, widths in {"algo.actor_hidden": algo.actor_hidden, "algo.critic_hidden": algo.critic_hidden}.items():
         if not all(w > 0 for w in widths):
             raise ConfigError(f"{name} widths must be > 0, got {list(widths)}")
+    if algo.action_mean_penalty < 0:
+        raise ConfigError(f"algo.action_mean_penalty must be >= 0, got {algo.action_mean_penalty}")
     if algo.checkpoint_every < 0 or (algo.checkpoint_every and algo.horizon % algo.checkpoint_every):
         raise ConfigError(
             f"algo.checkpoint_every={algo.checkpoint_every} must be 0 (off) or divide algo.horizon={algo.horizon}"
@@ -419,6 +348,10 @@ def make_env(
 ) -> "envs.MjxEnv":
     """The environment an `EnvConfig` names, with its overrides, domain randomisation and contact smoothing."""
     overrides = {} if env_cfg.episode_length is None else {"episode_length": env_cfg.episode_length}
+    if env_cfg.substeps is not None:
+        overrides["substeps"] = env_cfg.substeps
+    if env_cfg.physics:
+        overrides["physics"] = env_cfg.physics
     env = envs.make(env_cfg.name, **overrides)
     env.unroll_substeps = env_cfg.unroll_substeps
     if smoothing is not None:

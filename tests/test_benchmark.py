@@ -6,10 +6,10 @@ import re
 import pytest
 
 import envs
-from shac.benchmarks import report
-from shac.benchmarks.clock import BudgetClock
-from shac.benchmarks.config import PPOConfig
-from shac.benchmarks.learning import retime, train_ppo
+from shac.tools.benchmarks import report
+from shac.tools.benchmarks.clock import BudgetClock
+from shac.tools.benchmarks.config import PPOConfig
+from shac.tools.benchmarks.learning import retime, train_ppo
 from tests.conftest import run_cli
 
 

@@ -13,15 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac import train as train_module
-from shac.algorithm import Shac
-from shac.checkpoint import (
-    Checkpointer,
-    CheckpointError,
-    IncompatibleCheckpointError,
-    arrays_to_state,
-    state_arrays,
-)
 from shac.config import (
     AlgoConfig,
     CheckpointConfig,
@@ -31,7 +22,16 @@ from shac.config import (
     make_env,
     to_train_config,
 )
-from shac.serialization import save_config
+from shac.core.algorithm import Shac
+from shac.run import train as train_module
+from shac.run.checkpoint import (
+    Checkpointer,
+    CheckpointError,
+    IncompatibleCheckpointError,
+    arrays_to_state,
+    state_arrays,
+)
+from shac.run.serialization import save_config
 
 CONFIG = TrainConfig(
     env=EnvConfig(name="pendulum_swingup"),

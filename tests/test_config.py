@@ -10,15 +10,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 import envs
-from shac.config import (
-    ConfigError,
-    DistributedConfig,
-    TrainConfig,
-    apply_overrides,
-    register_configs,
-    split_launch_config,
-    to_train_config,
-)
+from shac.config import ConfigError, DistributedConfig, TrainConfig, to_train_config
+from shac.run.hydra_config import apply_overrides, register_configs, split_launch_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -10,7 +10,7 @@ import pytest
 
 import envs
 from shac.config import AlgoConfig, EnvConfig, EvalConfig, LoggerConfig, RandomizationConfig, TrainConfig
-from shac.train import train
+from shac.run.train import train
 
 
 def test_reset_samples_parameters_per_env_and_step_uses_them():

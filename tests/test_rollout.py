@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac import losses
-from shac.normalizer import STD_EPS, RunningStatistics
-from shac.rollout import rollout
+from shac.core import losses
+from shac.core.normalizer import STD_EPS, RunningStatistics
+from shac.core.rollout import rollout
 from tests.toy_env import LineEnv
 
 HALF = float(np.arctanh(0.5))  # policy mean whose squashed action is 0.5

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import envs
-from envs.parameters import ModelParameter
-from shac import identifiability, sysid, sysid_coverage
-from shac.trajectory import Trajectory, multisine, random_excitation, record
+from envs.physics.parameters import ModelParameter
+from shac.tools import identifiability, sysid, sysid_coverage
+from shac.tools.trajectory import Trajectory, multisine, random_excitation, record
 
 ROOT = Path(__file__).resolve().parents[1]
 DAMPING, FRICTION = "joint:hinge:damping", "joint:hinge:frictionloss"

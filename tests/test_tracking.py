@@ -3,7 +3,7 @@
 import json
 
 from shac.config import LoggerConfig, TrainConfig
-from shac.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, read_records
+from shac.run.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, read_records
 
 
 def config(mode):

@@ -28,10 +28,11 @@ import jax
 from brax.training.agents.apg import train as apg_train
 
 from envs import MjxEnv
-from shac.algorithm import Shac, TrainState
-from shac.benchmarks.config import APGConfig
-from shac.benchmarks.learning import apg_arguments, apg_callback
+from envs.private_apis import brax_apg_evaluations
 from shac.config import AlgoConfig
+from shac.core.algorithm import Shac, TrainState
+from shac.tools.benchmarks.config import APGConfig
+from shac.tools.benchmarks.learning import apg_arguments
 
 
 def at_point(config: AlgoConfig, num_envs: int, horizon: int) -> AlgoConfig:
@@ -105,7 +106,7 @@ def measure_apg(env: MjxEnv, config: APGConfig, updates: int) -> dict:
         if "training/walltime" in training_metrics:
             walltimes.append(float(training_metrics["training/walltime"]))
 
-    with apg_callback(on_evaluation):
+    with brax_apg_evaluations(on_evaluation):
         apg_train.train(**apg_arguments(env, config, seed=0), policy_updates=5 * updates, num_evals=6)
     epochs = [walltimes[0], *(b - a for a, b in itertools.pairwise(walltimes))]
     epoch_s = statistics.median(epochs[2:])

@@ -1,13 +1,13 @@
 """System identification by multiple shooting through MJX, fitted by Levenberg-Marquardt.
 
-A recorded trajectory (`shac.trajectory`) is cut into segments of equal
+A recorded trajectory (`shac.tools.trajectory`) is cut into segments of equal
 duration. Each segment starts from its own start state, a decision variable
 initialised from the measurement there, and is simulated under the measured
 controls. The residuals are, per segment, the start state minus its
 measurement and each simulated state minus the next measurement, every
 coordinate divided by its noise standard deviation; each measurement enters
-exactly once. The named model parameters (`envs.parameters`) and all start
-states are fitted together by Levenberg-Marquardt (`shac.least_squares`), so
+exactly once. The named model parameters (`envs.physics.parameters`) and all start
+states are fitted together by Levenberg-Marquardt (`shac.tools.least_squares`), so
 noise in the measured start states does not bias the parameters and the
 intervals account for the start states being estimated too.
 
@@ -36,9 +36,9 @@ import mujoco
 import numpy as np
 from mujoco import mjx
 
-from envs.parameters import ModelParameter, parse_all, write_all
-from shac import least_squares
-from shac.trajectory import Trajectory, simulate_mujoco
+from envs.physics.parameters import ModelParameter, parse_all, write_all
+from shac.tools import least_squares
+from shac.tools.trajectory import Trajectory, simulate_mujoco
 
 METHODS = ("autodiff", "finite_difference")
 NOISE_RTOL = 0.05
@@ -338,7 +338,7 @@ class FitResult:
         noise_given: whether `noise` was given rather than estimated.
         residuals: [S, L * nx] final residuals divided by `noise`.
         converged: the last Gauss-Newton step was under `tolerance` standard
-            errors (or under 1 where the cost stalled, see `shac.least_squares`)
+            errors (or under 1 where the cost stalled, see `shac.tools.least_squares`)
             and the noise estimate had settled, within `steps`.
         stalled: the last round stopped because the cost stopped decreasing.
         steps: Levenberg-Marquardt iterations taken, all rounds together.

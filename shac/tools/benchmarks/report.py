@@ -1,8 +1,8 @@
 """Benchmark results as tables, plots and a generated section of a Markdown file.
 
-Learning records are dicts with the fields of `shac.benchmarks.learning.Record`
+Learning records are dicts with the fields of `shac.tools.benchmarks.learning.Record`
 (method, seed, env_steps, wall_time_s, eval_return); throughput points are the
-dicts `shac.benchmarks.throughput.measure_point` returns.
+dicts `shac.tools.benchmarks.throughput.measure_point` returns.
 """
 
 from __future__ import annotations

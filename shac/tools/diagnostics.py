@@ -22,8 +22,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from envs import MjxEnv, State
-from shac.networks import Actor
-from shac.normalizer import RunningStatistics
+from envs.private_apis import contact_distances
+from shac.core.networks import Actor
+from shac.core.normalizer import RunningStatistics
 
 
 def step_function(env: MjxEnv, state: State):
@@ -118,7 +119,7 @@ def horizon_sweep(
             mean, log_std = actor.apply(params, normalizer.normalize(state.obs))
             action = jnp.tanh(mean + jnp.exp(log_std) * eps)
             next_state = step_env(state, action)
-            return next_state, (next_state.reward, action, next_state.pipeline_state._impl.contact.dist < 0)
+            return next_state, (next_state.reward, action, contact_distances(next_state.pipeline_state) < 0)
 
         _, (rewards, actions, contacts) = jax.lax.scan(step, states, noise)
         return rewards.sum(axis=1), (actions, contacts)
@@ -139,7 +140,7 @@ def horizon_sweep(
         _, action_vjp = jax.vjp(lambda a: open_loop(a, states), actions)
         (action_grads,) = jax.vmap(action_vjp)(masks)
         flat = jax.vmap(lambda g: jnp.concatenate([x.ravel() for x in jax.tree.leaves(g)]))(param_grads)
-        before = jnp.concatenate([states.pipeline_state._impl.contact.dist[None] < 0, contacts[:-1]])
+        before = jnp.concatenate([contact_distances(states.pipeline_state)[None] < 0, contacts[:-1]])
         changes = jnp.any(contacts != before, axis=-1).mean()
         return flat, jnp.sqrt(jnp.sum(action_grads**2, axis=(1, 2, 3))), changes
 

@@ -19,8 +19,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from shac.algorithm import Metrics, Shac, TrainState
 from shac.config import ConfigError
+from shac.core.algorithm import Metrics, Shac, TrainState
 
 BATCH_AXIS = "batch"
 

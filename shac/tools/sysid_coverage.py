@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from envs.parameters import ModelParameter
-from shac import identifiability, sysid
-from shac.trajectory import random_excitation, record
+from envs.physics.parameters import ModelParameter
+from shac.tools import identifiability, sysid
+from shac.tools.trajectory import random_excitation, record
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""SHAC's actor objective and critic targets over one window (shared/design/shac.md s1-2).
+"""SHAC's actor objective and critic targets over one window (docs/algorithm.md).
 
 All functions take time-major arrays: index [t, n] is step t of env n, t < h.
 `next_values[t, n]` is the bootstrap value of the state reached by step t: the

@@ -2,7 +2,7 @@
 
 One epoch = one differentiable window of N * h env steps, one actor step on
 the short-horizon loss, critic fitting on TD(lambda) targets, and the target
-critic update (shared/design/shac.md sections 1-3).
+critic update (docs/algorithm.md).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import optax
 from flax import struct
 
 from envs import MjxEnv, State
-from shac import losses
 from shac.config import AlgoConfig
-from shac.episodes import EpisodeStats
-from shac.networks import Actor, Critic
-from shac.normalizer import RunningStatistics
-from shac.rollout import Window, rollout
+from shac.core import losses
+from shac.core.episodes import EpisodeStats
+from shac.core.networks import Actor, Critic
+from shac.core.normalizer import RunningStatistics
+from shac.core.rollout import Window, rollout
 
 Params = dict
 Metrics = dict[str, jax.Array]
@@ -128,7 +128,16 @@ class Shac:
             self.config.checkpoint_every,
         )
         loss = losses.actor_loss(window.rewards, window.next_values, window.dones, self.config.gamma)
+        if self.config.action_mean_penalty > 0:
+            mean, _ = self.policy(actor_params)(jax.lax.stop_gradient(window.obs))
+            loss = loss + self.config.action_mean_penalty * jnp.mean(mean**2)
         return loss, (env_state, window)
+
+    def saturation(self, actor_params: Params, obs: jax.Array) -> jax.Array:
+        """float32 []: the fraction of action components whose mean squashes past 0.95 on `obs`
+        (normalised, [..., obs_dim]): where tanh passes almost no gradient (its slope < 0.1)."""
+        mean, _ = self.policy(actor_params)(obs)
+        return jnp.mean(jnp.abs(jnp.tanh(mean)) > 0.95)
 
     def critic_targets(self, window: Window) -> jax.Array:
         """float32 [h, N] value targets of the window."""
@@ -238,6 +247,7 @@ class Shac:
             "actor/skipped": (~actor_finite).astype(jnp.float32),
             "actor/lr": self.actor_lr(state.epoch),
             "actor/std": jnp.exp(log_std).mean(),
+            "actor/saturation": self.saturation(state.actor_params, window.obs),
             "critic/loss": critic_metrics["loss"],
             "critic/skipped": critic_metrics["skipped"].astype(jnp.float32),
             "critic/lr": self.critic_lr(state.epoch * config.critic_iterations * config.critic_minibatches),

@@ -1,7 +1,7 @@
 """SHAC, brax APG and brax PPO trained on one environment under the same wall-clock budget.
 
 Each method is evaluated at regular intervals with the same deterministic
-evaluation (`shac.evaluate.evaluate_policy`: the squashed mean action, full
+evaluation (`shac.run.evaluate.evaluate_policy`: the squashed mean action, full
 episodes, the same initial states at the k-th evaluation of every method), on
 the same registered environment object. The brax methods train it through
 brax's own wrappers (`brax.envs.training.wrap`). Training time is measured by
@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
-from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -26,12 +25,13 @@ from brax.training.agents.ppo import networks as ppo_networks
 from brax.training.agents.ppo import train as ppo_train
 
 from envs import MjxEnv
-from shac.algorithm import Shac
-from shac.benchmarks.clock import BudgetClock, BudgetSpent
-from shac.benchmarks.config import APGConfig, PPOConfig
+from envs.private_apis import brax_apg_evaluations
 from shac.config import AlgoConfig
-from shac.evaluate import evaluate_policy
-from shac.networks import deterministic_action
+from shac.core.algorithm import Shac
+from shac.core.networks import deterministic_action
+from shac.run.evaluate import evaluate_policy
+from shac.tools.benchmarks.clock import BudgetClock, BudgetSpent
+from shac.tools.benchmarks.config import APGConfig, PPOConfig
 
 MAX_INTERVALS = 100_000
 """Evaluation intervals the brax methods are sized for; the budget always stops them long before."""
@@ -149,7 +149,7 @@ def retime(run: dict) -> dict:
 def train_shac(
     env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float, episodes: int, eval_every_steps: int
 ) -> RunResult:
-    """SHAC (`shac.algorithm`) with `config`, evaluated every `eval_every_steps` (whole epochs)."""
+    """SHAC (`shac.core.algorithm`) with `config`, evaluated every `eval_every_steps` (whole epochs)."""
     shac = Shac(config, env)
 
     def make_policy(params):
@@ -229,30 +229,6 @@ def train_ppo(env: MjxEnv, config: PPOConfig, seed: int, budget_s: float, episod
     return recorder.result()
 
 
-@contextlib.contextmanager
-def apg_callback(callback: Callable[[Any, Callable, dict], None]) -> Iterator[None]:
-    """Within, brax APG calls `callback(params, make_policy, training_metrics)` where it would evaluate.
-
-    brax's APG has no parameter callback: its `acting.Evaluator` is replaced,
-    for the duration only, by one that hands over the parameters, brax's
-    `make_policy` and the training metrics (`training/walltime`, ...; empty
-    before the first epoch), and runs no evaluation of its own.
-    """
-
-    class Evaluator:
-        def __init__(self, eval_env, eval_policy_fn, **kwargs):
-            del eval_env, kwargs
-            self.make_policy = eval_policy_fn.func  # functools.partial(make_policy, deterministic=...)
-
-        def run_evaluation(self, params, training_metrics, aggregate_episodes=True):
-            del aggregate_episodes
-            callback(params, self.make_policy, training_metrics)
-            return training_metrics
-
-    with mock.patch.object(apg_train.acting, "Evaluator", Evaluator):
-        yield
-
-
 def apg_arguments(env: MjxEnv, config: APGConfig, seed: int) -> dict:
     """The keyword arguments of `brax.training.agents.apg.train` for `config` (all but the update and
     evaluation counts)."""
@@ -272,7 +248,7 @@ def apg_arguments(env: MjxEnv, config: APGConfig, seed: int) -> dict:
 
 
 def train_apg(env: MjxEnv, config: APGConfig, seed: int, budget_s: float, episodes: int) -> RunResult:
-    """brax APG with `config`, evaluated (by us) where brax would evaluate (see `apg_callback`)."""
+    """brax APG with `config`, evaluated (by us) where brax would evaluate (`private_apis.brax_apg_evaluations`)."""
     steps_per_update = config.num_envs * config.horizon_length
     updates_per_eval = -(-config.eval_every_steps // steps_per_update)
     recorder: Recorder | None = None
@@ -284,7 +260,7 @@ def train_apg(env: MjxEnv, config: APGConfig, seed: int, budget_s: float, episod
             recorder = Recorder(env, "apg", seed, budget_s, episodes, _brax_policy(make_policy))
         recorder(len(recorder.raw) * updates_per_eval * steps_per_update, params)
 
-    with contextlib.suppress(BudgetSpent), apg_callback(on_evaluation):
+    with contextlib.suppress(BudgetSpent), brax_apg_evaluations(on_evaluation):
         apg_train.train(
             **apg_arguments(env, config, seed),
             policy_updates=MAX_INTERVALS * updates_per_eval,

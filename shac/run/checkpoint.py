@@ -32,11 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from shac.algorithm import TrainState
 from shac.config import CheckpointConfig, TrainConfig
+from shac.core.algorithm import TrainState
 
 CHECKPOINT_DIR = "checkpoints"
-PARTIAL_SUFFIX = ".orbax-checkpoint-tmp"
+PARTIAL_SUFFIX = ocp.path.step.TMP_DIR_SUFFIX
 """Orbax names a checkpoint being written `<epoch>.orbax-checkpoint-tmp[-<time>]` until it is complete."""
 Arrays = dict[str, jax.Array]
 
@@ -72,7 +72,7 @@ def state_arrays(state: TrainState) -> Arrays:
 def arrays_to_state(arrays: Arrays, abstract_state: TrainState) -> TrainState:
     """Inverse of `state_arrays`, shaped like `abstract_state` (e.g. from `jax.eval_shape(shac.init, key)`).
 
-    Leaves whose abstract value carries a sharding (`shac.parallel.abstract_state`)
+    Leaves whose abstract value carries a sharding (`shac.run.parallel.abstract_state`)
     are kept as given (orbax restored them in place) or, if empty, created with
     it. The others come back uncommitted to a device, like those of an
     unsharded `jax.jit(shac.init)`.
@@ -238,7 +238,7 @@ class Checkpointer:
         """The training state saved at `step`, after `check_compatible`.
 
         Arrays are laid out as the shardings of `abstract_state` say (see
-        `shac.parallel.abstract_state`), or on this process's first device where
+        `shac.run.parallel.abstract_state`), or on this process's first device where
         it has none, whatever devices the checkpoint was written from.
 
         Raises:

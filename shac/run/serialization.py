@@ -11,11 +11,11 @@ import numpy as np
 from flax import serialization
 
 from envs import MjxEnv
-from shac.algorithm import Shac
-from shac.checkpoint import Checkpointer
 from shac.config import TrainConfig, make_env, to_train_config
-from shac.networks import Actor
-from shac.normalizer import RunningStatistics
+from shac.core.algorithm import Shac
+from shac.core.networks import Actor
+from shac.core.normalizer import RunningStatistics
+from shac.run.checkpoint import Checkpointer
 
 CONFIG_FILE = "config.json"
 POLICY_FILE = "policy.msgpack"

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 from flax import struct
 
 from envs import MjxEnv
-from shac.networks import Actor, deterministic_action
-from shac.normalizer import RunningStatistics
+from shac.core.networks import Actor, deterministic_action
+from shac.core.normalizer import RunningStatistics
 
 
 def evaluate(

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from hydra.core.config_store import ConfigStore
 
-from shac.config import ConfigError, TrainConfig, _schema
+from shac.config import ConfigError, TrainConfig
+from shac.run.hydra_config import schema
 
 SUITES = ("learning", "throughput")
 METHODS = ("shac", "apg", "ppo")
@@ -148,4 +149,4 @@ def validate_benchmark(config: BenchmarkConfig) -> None:
 
 def register_benchmark_config() -> None:
     """Registers the schema `configs/benchmark.yaml` extends (`base_benchmark_config`)."""
-    ConfigStore.instance().store(name="base_benchmark_config", node=_schema(BenchmarkConfig))
+    ConfigStore.instance().store(name="base_benchmark_config", node=schema(BenchmarkConfig))

@@ -13,7 +13,7 @@ import imageio.v2 as imageio
 import mujoco
 import numpy as np
 
-from shac.evaluate import Episode
+from shac.run.evaluate import Episode
 
 WIDTH, HEIGHT = 320, 240
 CAMERA_AZIMUTH, CAMERA_ELEVATION = 90.0, -15.0

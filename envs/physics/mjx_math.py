@@ -7,9 +7,9 @@ thousands of these tiny ops, which on the CPU cost more than the physics itself
 (docs/benchmarks.md, "Gradient overhead"). Written as contractions, the values agree to
 float rounding and the backward pass is a few dot products.
 
-`contractions()` swaps these functions into `mujoco.mjx._src.math` while a step is
-traced (MJX looks them up there at trace time) and restores MJX's own afterwards, so
-other users of MJX in the same process are unaffected.
+`contractions()` swaps these functions into MJX while a step is traced (MJX looks them
+up at trace time; the private hook is `envs.private_apis.mjx_math_swapped`) and restores
+MJX's own afterwards, so other users of MJX in the same process are unaffected.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 import jax
 import jax.numpy as jnp
 import numpy as np
-from mujoco.mjx._src import math as mjx_math
+
+from envs.private_apis import mjx_math_swapped
 
 
 def _quat_mul_tensor() -> np.ndarray:
@@ -95,15 +96,9 @@ REPLACEMENTS: dict[str, Callable] = {
 
 @contextlib.contextmanager
 def contractions() -> Iterator[None]:
-    """MJX traces with the functions of this module inside the block, with its own outside."""
-    originals = {name: getattr(mjx_math, name) for name in REPLACEMENTS}
-    for name, fn in REPLACEMENTS.items():
-        setattr(mjx_math, name, fn)
-    try:
+    """MJX traces with the functions of `REPLACEMENTS` inside the block, with its own outside."""
+    with mjx_math_swapped(REPLACEMENTS):
         yield
-    finally:
-        for name, fn in originals.items():
-            setattr(mjx_math, name, fn)
 
 
 def with_contractions(fn: Callable) -> Callable:

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 from flax import struct
 
 from envs import MjxEnv, State
-from shac.networks import sample_action
-from shac.normalizer import RunningStatistics
+from shac.core.networks import sample_action
+from shac.core.normalizer import RunningStatistics
 
 PolicyFn = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 """Normalised obs float32 [N, obs_dim] -> (mean, log_std), each [N, action_dim]."""

@@ -27,9 +27,9 @@ import numpy as np
 import onnxruntime
 from jax2onnx import to_onnx
 
-from shac.evaluate import run_episode
-from shac.networks import deterministic_action
-from shac.serialization import RunPolicy
+from shac.core.networks import deterministic_action
+from shac.run.evaluate import run_episode
+from shac.run.serialization import RunPolicy
 
 ONNX_FILE = "policy.onnx"
 JAX_EXPORT_FILE = "policy.jaxexport"

@@ -12,14 +12,14 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from shac import parallel
-from shac.algorithm import Shac, TrainState
-from shac.checkpoint import Checkpointer
 from shac.config import ConfigError, TrainConfig, make_env
-from shac.evaluate import evaluate, run_episode, summarize
-from shac.serialization import CONFIG_FILE, POLICY_FILE, save_config, save_policy
-from shac.tracking import Tracker
-from shac.video import episode_video
+from shac.core.algorithm import Shac, TrainState
+from shac.run import parallel
+from shac.run.checkpoint import Checkpointer
+from shac.run.evaluate import evaluate, run_episode, summarize
+from shac.run.serialization import CONFIG_FILE, POLICY_FILE, save_config, save_policy
+from shac.run.tracking import Tracker
+from shac.run.video import episode_video
 
 log = logging.getLogger(__name__)
 VIDEO_DIR = "videos"
@@ -78,12 +78,12 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
 
     Writes `config.json`, `metrics.jsonl` (one record per logged epoch, with
     `eval/*` entries after each evaluation), checkpoints (see
-    `shac.checkpoint`), videos, W&B files (unless disabled) and, at the end,
+    `shac.run.checkpoint`), videos, W&B files (unless disabled) and, at the end,
     `policy.msgpack`. Every random stream is in the checkpointed state or
     derived from the seed and the epoch, so a resumed run continues exactly as
     the uninterrupted run would have.
 
-    The environments are split over all devices (`shac.parallel`). In a
+    The environments are split over all devices (`shac.run.parallel`). In a
     multi-process run (`jax.distributed` initialised) every process calls this
     with the same arguments; each simulates the environments of its devices,
     all take part in checkpoints, and only process 0 writes the config,

@@ -1,0 +1,115 @@
+"""Hydra's side of the run configuration: the schemas Hydra composes onto, and back to frozen configs.
+
+`configs/config.yaml` (and `diagnose.yaml`, `benchmark.yaml`) extend schemas that
+`register_configs` stores in Hydra's ConfigStore; Hydra rejects unknown keys and
+wrong types at compose time. `to_config` turns a composed `DictConfig` into the
+frozen, validated dataclass of `shac.config`; `split_launch_config` separates the
+options of one `launch/train.py` invocation from the run's config; `apply_overrides`
+applies command-line `key=value` overrides to a saved config (resuming a run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Sequence
+
+from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from envs import private_apis
+from shac.config import (
+    ConfigError,
+    DiagnoseConfig,
+    LaunchOptions,
+    TrainConfig,
+    from_dict,
+    to_train_config,
+    validate_distributed,
+)
+
+
+def register_configs() -> None:
+    """Registers the schemas that `configs/config.yaml` and `configs/diagnose.yaml` extend.
+
+    `base_config` is `TrainConfig` with the `LaunchOptions` fields at the top level.
+    """
+    ConfigStore.instance().store(name="base_config", node=schema(TrainConfig, extra=LaunchOptions))
+    ConfigStore.instance().store(name="base_diagnose_config", node=schema(DiagnoseConfig))
+
+
+def schema(cls: type, extra: type | None = None) -> type:
+    """A mutable twin of a frozen config dataclass, for Hydra to merge into.
+
+    OmegaConf marks nodes built from frozen dataclasses read-only, which makes
+    Hydra's defaults list unable to override them; the twin has the same
+    fields, types and defaults (nested configs become twins too), plus the
+    fields of `extra`.
+    """
+    fields = []
+    for source in (cls, extra) if extra is not None else (cls,):
+        hints = typing.get_type_hints(source)
+        for f in dataclasses.fields(source):
+            if dataclasses.is_dataclass(hints[f.name]):
+                twin = schema(hints[f.name])
+                fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
+            elif f.default_factory is not dataclasses.MISSING:
+                fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
+            else:
+                fields.append((f.name, hints[f.name], dataclasses.field(default=f.default)))
+    return dataclasses.make_dataclass(cls.__name__, fields)
+
+
+def to_config(cfg: DictConfig, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
+    """The composed `cfg` as a frozen, validated `cls`.
+
+    Raises:
+        ConfigError: naming the first bad value and what would be accepted.
+    """
+    return to_train_config(OmegaConf.to_container(cfg, resolve=True), cls)
+
+
+def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
+    """Separates what `launch/train.py` composed into the run's config (a plain dict) and its options.
+
+    Raises:
+        ConfigError: a `distributed.*` value out of range (the run's config is validated later).
+    """
+    values = OmegaConf.to_container(cfg, resolve=True)
+    options = from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
+    validate_distributed(options.distributed)
+    return values, options
+
+
+def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
+    """`config` with command-line `key=value` overrides applied, validated (used to resume a run).
+
+    Args:
+        config: the run's config.
+        overrides: Hydra override strings, e.g. `["algo.max_epochs=400", "logger.mode=disabled"]`.
+
+    Raises:
+        ConfigError: for a config-group choice (`logger=disabled`), an added or
+            deleted key, an unknown key or a mistyped value.
+    """
+    cfg = OmegaConf.merge(OmegaConf.structured(schema(TrainConfig)), dataclasses.asdict(config))
+    try:
+        parsed = private_apis.parse_hydra_overrides(list(overrides))
+    except HydraException as e:
+        raise ConfigError(f"bad override: {e}") from None
+    for override in parsed:
+        key, text = override.key_or_group, override.input_line
+        if override.is_add() or override.is_delete() or override.is_force_add():
+            raise ConfigError(f"'{text}': only key=value overrides can change a resumed run's config")
+        if OmegaConf.is_dict(OmegaConf.select(cfg, key)):
+            raise ConfigError(
+                f"'{text}' picks a config group, which cannot change a resumed run's config; "
+                f"set its values by key instead, e.g. {key}.<field>=<value>"
+            )
+        try:
+            OmegaConf.update(cfg, key, override.value(), merge=False)
+        except OmegaConfBaseException as e:
+            raise ConfigError(f"'{text}': {e}".splitlines()[0]) from None
+    return to_train_config(OmegaConf.to_container(cfg, resolve=True))
