@@ -7,6 +7,7 @@ anything compiles.
 """
 
 import dataclasses
+import difflib
 import json
 import math
 import typing
@@ -43,6 +44,9 @@ class EnvConfig:
     unroll_substeps: bool = False
     """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
     the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
+    max_velocity: float | None = None
+    """Bound on every joint velocity (rad/s or m/s) past which a state counts as exploded and is
+    reset like a non-finite one; None keeps the environment's default (`MjxEnv.max_velocity`)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,16 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class LoopConfig:
+    """How the training loop watches the run's health."""
+
+    max_bad_epochs: int = 20
+    """Stop (exit code 1, checkpointing the last good state) after this many epochs in a row that
+    skipped their actor update (non-finite gradient) or reset more than half the envs as non-finite
+    or too fast; 0 never stops (each bad epoch still warns)."""
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs."""
 
@@ -167,6 +181,7 @@ class TrainConfig:
     eval: EvalConfig = EvalConfig()
     logger: LoggerConfig = LoggerConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
+    train: LoopConfig = LoopConfig()
     seed: int = 0
     """Seed of all randomness (initialisation, resets, action noise, evaluation)."""
     precision: str = "float32"
@@ -230,17 +245,33 @@ class DiagnoseConfig(TrainConfig):
     diagnose: DiagnoseOptions = DiagnoseOptions()
 
 
-def from_dict(cls: type, values: dict):
-    """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples)."""
+def from_dict(cls: type, values: dict, prefix: str = ""):
+    """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples).
+
+    Raises:
+        ConfigError: a key that is not a field of `cls` (e.g. added with `+key=value`).
+    """
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in values.items():
+        if name not in hints:
+            raise ConfigError(unknown_key_message(f"{prefix}{name}", cls))
         if dataclasses.is_dataclass(hints[name]):
-            value = from_dict(hints[name], value)
+            value = from_dict(hints[name], value, f"{prefix}{name}.")
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def unknown_key_message(key: str, cls: type) -> str:
+    """'unknown key ...' naming the closest field of the config dataclass `cls` that should hold `key`."""
+    name = key.rsplit(".", 1)[-1]
+    fields = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(name, fields, n=1)
+    hint = f"; did you mean '{key[: -len(name)]}{close[0]}'?" if close else ""
+    section = f"'{key[: -len(name) - 1]}'" if "." in key else "the config"
+    return f"unknown key '{key}'{hint} (keys of {section}: {', '.join(fields)})"
 
 
 def to_train_config(values: dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
@@ -286,6 +317,8 @@ def validate(cfg: TrainConfig) -> None:
         "logger.log_every": cfg.logger.log_every,
         "checkpoint.max_to_keep": cfg.checkpoint.max_to_keep,
     }
+    if cfg.env.max_velocity is not None:
+        positive["env.max_velocity"] = cfg.env.max_velocity
     if cfg.env.episode_length is not None:
         positive["env.episode_length"] = cfg.env.episode_length
     for name, value in positive.items():
@@ -321,6 +354,7 @@ def validate(cfg: TrainConfig) -> None:
         "eval.every": cfg.eval.every,
         "logger.video_every": cfg.logger.video_every,
         "checkpoint.every": cfg.checkpoint.every,
+        "train.max_bad_epochs": cfg.train.max_bad_epochs,
     }
     for name, value in non_negative.items():
         if value < 0:
@@ -354,6 +388,8 @@ def make_env(
         overrides["physics"] = env_cfg.physics
     env = envs.make(env_cfg.name, **overrides)
     env.unroll_substeps = env_cfg.unroll_substeps
+    if env_cfg.max_velocity is not None:
+        env.max_velocity = env_cfg.max_velocity
     if smoothing is not None:
         env.smooth(smoothing)
     if randomization is not None and randomization.mode != "none":
