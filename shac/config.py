@@ -494,9 +494,15 @@ def randomization_ranges(cfg: RandomizationConfig) -> dict[str, tuple[float, flo
     path = Path(cfg.report)
     if not path.is_file():
         raise FileNotFoundError(f"randomization.report: no sysid report at '{cfg.report}'")
-    parameters = json.loads(path.read_text()).get("parameters", {})
+    report = json.loads(path.read_text())
+    parameters = report.get("parameters", {})
     if not parameters:
         raise ValueError(f"randomization.report '{cfg.report}' holds no parameters")
+    if report.get("converged") is False:
+        raise ValueError(
+            f"randomization.report '{cfg.report}' is from a sysid fit that did not converge; its intervals are "
+            "unreliable: refit (launch/sysid.py steps=...) or set ranges with randomization=uniform"
+        )
     return {
         key: (
             entry["estimate"] * math.exp(-cfg.num_std * entry["relative_std"]),
