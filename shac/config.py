@@ -235,6 +235,14 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="base_diagnose_config", node=_schema(DiagnoseConfig))
 
 
+def _named_configs(hint: object) -> type | None:
+    """The dataclass X of a `dict[str, X]` type hint (named configurations of one kind); else None."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+        return args[1]
+    return None
+
+
 def _schema(cls: type, extra: type | None = None) -> type:
     """A mutable twin of a frozen config dataclass, for Hydra to merge into.
 
@@ -250,6 +258,9 @@ def _schema(cls: type, extra: type | None = None) -> type:
             if dataclasses.is_dataclass(hints[f.name]):
                 twin = _schema(hints[f.name])
                 fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
+            elif _named_configs(hints[f.name]) is not None:
+                twin = _schema(_named_configs(hints[f.name]))
+                fields.append((f.name, dict[str, twin], dataclasses.field(default_factory=dict)))
             elif f.default_factory is not dataclasses.MISSING:
                 fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
             else:
@@ -264,6 +275,8 @@ def _build(cls: type, values: dict):
     for name, value in values.items():
         if dataclasses.is_dataclass(hints[name]):
             value = _build(hints[name], value)
+        elif _named_configs(hints[name]) is not None:
+            value = {key: _build(_named_configs(hints[name]), entry) for key, entry in value.items()}
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
