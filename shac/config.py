@@ -132,7 +132,10 @@ class LoggerConfig:
     log_every: int = 1
     """Write metrics every this many epochs."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: a live bar when stdout is a terminal, otherwise one plain line every
+    `progress_every` epochs (epoch/total, env steps, return, steps/s, elapsed, ETA)."""
+    progress_every: int = 10
+    """Epochs between plain progress lines (when stdout is not a terminal: a file, a cluster log)."""
     video_every: int = 0
     """Render one deterministic episode to `videos/epoch_<k>.mp4` in the run directory (and
     W&B) every this many epochs; 0 disables. Needs headless OpenGL (MUJOCO_GL=egl)."""
@@ -370,6 +373,7 @@ def validate(cfg: TrainConfig) -> None:
         "algo.critic_minibatches": algo.critic_minibatches,
         "eval.episodes": cfg.eval.episodes,
         "logger.log_every": cfg.logger.log_every,
+        "logger.progress_every": cfg.logger.progress_every,
         "checkpoint.max_to_keep": cfg.checkpoint.max_to_keep,
     }
     if cfg.env.episode_length is not None:
