@@ -11,6 +11,7 @@ object.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ from mujoco import mjx
 
 from envs.mjx_math import with_contractions
 from envs.parameters import ModelParameter, parse_all, write_all
-from envs.smoothing import Smoothing, clip_gradient
+from envs.physics import compile_model
+from envs.smoothing import Smoothing, clip_gradient, scale_gradient
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -91,10 +93,23 @@ class MjxEnv(BraxEnv, abc.ABC):
         ctrl_dt: control period in seconds; must be a multiple of the model's
             physics time step.
         episode_length: control steps per episode before time-limit truncation.
+        substeps: physics steps per control period (the model's time step becomes
+            `ctrl_dt / substeps`); None keeps the MJCF's time step.
+        physics: MJCF values changed before the model compiles,
+            `element:name:attribute` -> value (see `envs.physics`).
     """
 
-    def __init__(self, xml: str, *, ctrl_dt: float, episode_length: int):
-        mj_model = mujoco.MjModel.from_xml_path(str(ASSETS / xml))
+    def __init__(
+        self,
+        xml: str,
+        *,
+        ctrl_dt: float,
+        episode_length: int,
+        substeps: int | None = None,
+        physics: Mapping[str, float] | None = None,
+    ):
+        spec = mujoco.MjSpec.from_file(str(ASSETS / xml))
+        mj_model = compile_model(spec, physics or {}, substeps, ctrl_dt)
         check_differentiable(mj_model, xml)
         n_substeps = round(ctrl_dt / mj_model.opt.timestep)
         if n_substeps < 1 or abs(n_substeps * mj_model.opt.timestep - ctrl_dt) > 1e-9:
@@ -212,10 +227,13 @@ class MjxEnv(BraxEnv, abc.ABC):
         """`n_substeps` MJX steps of `model` with the control held at `action`.
 
         Contacts follow `self.smoothing`; with `state_grad_clip` the gradient
-        flowing back into `data` is clipped to that norm.
+        flowing back into `data` is clipped to that norm, with `state_grad_decay`
+        scaled by that factor.
         """
         if self.smoothing.state_grad_clip > 0:
             data = clip_gradient(data, self.smoothing.state_grad_clip)
+        if self.smoothing.state_grad_decay < 1:
+            data = scale_gradient(data, self.smoothing.state_grad_decay)
         data = data.replace(ctrl=action)
 
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:

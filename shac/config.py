@@ -40,6 +40,12 @@ class EnvConfig:
     """Registered environment name (see `envs.names()`)."""
     episode_length: int | None = None
     """Control steps per episode; None keeps the environment's default."""
+    substeps: int | None = None
+    """Physics steps per control step (the model's time step becomes the control period divided by
+    this); None keeps the task's MJCF time step."""
+    physics: dict[str, float] = field(default_factory=dict)
+    """MJCF values changed before the model compiles, `element:name:attribute` -> value, `*` for
+    every element (joints: every actuated joint), e.g. `{joint:*:armature: 0.05}` (see `envs.physics`)."""
     unroll_substeps: bool = False
     """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
     the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
@@ -436,6 +442,10 @@ def make_env(
 ) -> "envs.MjxEnv":
     """The environment an `EnvConfig` names, with its overrides, domain randomisation and contact smoothing."""
     overrides = {} if env_cfg.episode_length is None else {"episode_length": env_cfg.episode_length}
+    if env_cfg.substeps is not None:
+        overrides["substeps"] = env_cfg.substeps
+    if env_cfg.physics:
+        overrides["physics"] = env_cfg.physics
     env = envs.make(env_cfg.name, **overrides)
     env.unroll_substeps = env_cfg.unroll_substeps
     if smoothing is not None:
