@@ -176,13 +176,18 @@ def configurations_table(records: Sequence[dict], sources: dict[str, dict[str, s
 
 
 def plot_learning(records: Sequence[dict], title: str, path_prefix: Path) -> list[Path]:
-    """Return against training wall-clock and against env steps: `<prefix>_time.png`, `<prefix>_steps.png`."""
+    """Return against training wall-clock and against env steps: `<prefix>_time.png`, `<prefix>_steps.png`.
+
+    The return axis is linear within the magnitude of the best untrained return and logarithmic
+    beyond, so a run that starts or strays far below it does not flatten the others.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     runs = runs_of(records)
+    start = max(run[0]["eval_return"] for seeds in runs.values() for run in seeds.values())
     paths = []
     axes = (("wall_time_s", "training wall-clock (s)", "time"), ("env_steps", "env steps", "steps"))
     for axis, label, suffix in axes:
@@ -199,6 +204,7 @@ def plot_learning(records: Sequence[dict], title: str, path_prefix: Path) -> lis
                 )
         if axis == "env_steps":
             ax.set_xscale("symlog", linthresh=1e4)
+        ax.set_yscale("symlog", linthresh=max(abs(start), 1.0))
         ax.set_xlabel(label)
         ax.set_ylabel("evaluation return")
         ax.set_title(title)
