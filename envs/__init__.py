@@ -1,4 +1,11 @@
-"""Registered MJX environments: `envs.make(name, **overrides)`."""
+"""Registered MJX environments: `envs.make(name, **overrides)`.
+
+The lowest layer: the environment contract (`base.py`), one file per task, what the
+locomotion tasks share (`locomotion.py`), the physics helpers (`physics/`) and every use
+of another library's private API (`private_apis.py`). A new task goes here as a module
+(and an entry in `_REGISTRY`). Modules here may import JAX, MuJoCo, MJX and brax's `Env`
+interface, never `shac` or `launch`.
+"""
 
 from __future__ import annotations
 

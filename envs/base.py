@@ -23,10 +23,10 @@ from brax.envs.base import Env as BraxEnv
 from flax import struct
 from mujoco import mjx
 
-from envs.mjx_math import with_contractions
-from envs.parameters import ModelParameter, parse_all, write_all
-from envs.physics import compile_model
-from envs.smoothing import Smoothing, clip_gradient, scale_gradient
+from envs.physics.mjx_math import with_contractions
+from envs.physics.model_options import compile_model
+from envs.physics.parameters import ModelParameter, parse_all, write_all
+from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -88,6 +88,12 @@ class MjxEnv(BraxEnv, abc.ABC):
     Subclasses implement `initial_data`, `observation`, `reward` and, if the
     task can fail early, `terminated`.
 
+    Attributes:
+        max_velocity: bound on every entry of `qvel` (rad/s or m/s); a state
+            past it is exploding physics, which training resets like a
+            non-finite one (`too_fast`). Far above what any task's actuators
+            produce; a task class may set its own, `env.max_velocity=` overrides it.
+
     Args:
         xml: MJCF file name under `envs/assets/`.
         ctrl_dt: control period in seconds; must be a multiple of the model's
@@ -96,8 +102,10 @@ class MjxEnv(BraxEnv, abc.ABC):
         substeps: physics steps per control period (the model's time step becomes
             `ctrl_dt / substeps`); None keeps the MJCF's time step.
         physics: MJCF values changed before the model compiles,
-            `element:name:attribute` -> value (see `envs.physics`).
+            `element:name:attribute` -> value (see `envs.physics.model_options`).
     """
+
+    max_velocity: float = 1000.0
 
     def __init__(
         self,
@@ -128,23 +136,27 @@ class MjxEnv(BraxEnv, abc.ABC):
         """Unroll the substep loop (faster on the ant, slower on the hopper: `EnvConfig.unroll_substeps`)."""
 
     def smooth(self, smoothing: Smoothing) -> None:
-        """Simulates and differentiates contacts as `smoothing` says (see `envs.smoothing`)."""
+        """Simulates and differentiates contacts as `smoothing` says (see `envs.physics.smoothing`)."""
         self.smoothing = smoothing
 
     def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
         """Samples the named model parameters per episode at reset, uniformly in [low, high].
 
         Args:
-            ranges: `element:name:attribute` -> (low, high), see `envs.parameters`.
+            ranges: `element:name:attribute` -> (low, high), see `envs.physics.parameters`.
+
+        Raises:
+            ValueError: an unknown parameter, or a range that is not physically
+                valid (`ModelParameter.check_range`).
 
         The sampled values travel in `state.info["model_params"]` (float32 [P]) and
         every step simulates with them, so gradients still flow through the
         physics. An empty dict turns randomisation off.
         """
-        for key, (low, high) in ranges.items():
-            if not low <= high:
-                raise ValueError(f"randomization range of '{key}' has low {low} > high {high}")
-        self.randomized = parse_all(list(ranges), self.mj_model)
+        randomized = parse_all(list(ranges), self.mj_model)
+        for parameter in randomized:
+            parameter.check_range(*ranges[parameter.key], self.mj_model)
+        self.randomized = randomized
         self.randomization_ranges = np.array([ranges[key] for key in ranges], np.float32).reshape(-1, 2)
 
     def model(self, state: State) -> mjx.Model:
@@ -171,6 +183,10 @@ class MjxEnv(BraxEnv, abc.ABC):
         """bool [] whether the task has failed in `data` (never, by default)."""
         del data
         return jnp.array(False)
+
+    def too_fast(self, state: State) -> jax.Array:
+        """bool [] whether any velocity of `state` is past `max_velocity` (finite but exploding physics)."""
+        return jnp.abs(state.pipeline_state.qvel).max() > self.max_velocity
 
     # ------------------------------------------------------------ interface
 

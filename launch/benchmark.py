@@ -9,7 +9,7 @@ against its forward rollout and brax APG's update over an (N, h) grid
 (`preset=gpu` for an accelerator). Writes results.json and PNG plots into the
 run directory and, unless docs= is empty, copies them to
 docs/benchmarks/<section>/ and replaces the generated section of
-docs/benchmarks.md. See shac/benchmarks/.
+docs/benchmarks.md. See shac/tools/benchmarks/.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from launch.runtime import configure_runtime
-from shac.benchmarks.config import METHODS, BenchmarkConfig, register_benchmark_config, validate_benchmark
-from shac.config import AlgoConfig, ConfigError, register_configs, to_train_config
+from shac.config import AlgoConfig, ConfigError
+from shac.run.hydra_config import register_configs, to_config
+from shac.tools.benchmarks.config import METHODS, BenchmarkConfig, register_benchmark_config, validate_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 register_configs()
@@ -62,8 +63,8 @@ def env_algo(name: str) -> AlgoConfig:
 def learning(config: BenchmarkConfig, meta: dict) -> dict:
     """Trains every configuration of each peer with seed `seed`, then SHAC and each peer's best
     configuration with `seeds` seeds (the first one's run reused); the results with every run's records."""
-    from shac.benchmarks import learning, report
     from shac.config import make_env
+    from shac.tools.benchmarks import learning, report
 
     env = make_env(config.env, config.randomization, config.smoothing)
     budget_s = config.budget_minutes * 60
@@ -105,8 +106,8 @@ def learning(config: BenchmarkConfig, meta: dict) -> dict:
 
 def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     """Measures every point of the grid (saving results.json after each); the results with the points."""
-    from shac.benchmarks import throughput
     from shac.config import make_env
+    from shac.tools.benchmarks import throughput
 
     grid = config.throughput
     results = {**meta, "suite": "throughput", "preset": config.preset, "grid": dataclasses.asdict(grid)}
@@ -127,7 +128,7 @@ def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
 
 def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
     """The docs section name, the Markdown table and the plots (written into `out`) of `results`."""
-    from shac.benchmarks import report
+    from shac.tools.benchmarks import report
 
     if results["suite"] == "learning":
         records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]
@@ -151,7 +152,7 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
 def write_docs(doc: Path, section: str, results: dict, table: str, files: list[Path], rendered_by: str) -> None:
     """Copies `files` to docs/benchmarks/<section>/ and replaces `section` of `doc` with the table
     (`rendered_by`: the command that re-rendered it from a results.json, if it did)."""
-    from shac.benchmarks import report
+    from shac.tools.benchmarks import report
 
     folder = ROOT / "docs" / "benchmarks" / section
     folder.mkdir(parents=True, exist_ok=True)
@@ -173,7 +174,7 @@ def write_docs(doc: Path, section: str, results: dict, table: str, files: list[P
 def main(cfg: DictConfig) -> None:
     load_average = os.getloadavg()
     try:
-        config = to_train_config(cfg, BenchmarkConfig)
+        config = to_config(cfg, BenchmarkConfig)
         validate_benchmark(config)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
@@ -182,7 +183,7 @@ def main(cfg: DictConfig) -> None:
     if config.from_results:
         results = json.loads(Path(config.from_results).read_text())
         if results["suite"] == "learning":
-            from shac.benchmarks.learning import retime
+            from shac.tools.benchmarks.learning import retime
 
             results["runs"] = [retime(run) for run in results["runs"]]
     elif config.suite == "learning":

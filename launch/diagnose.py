@@ -19,7 +19,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from launch.runtime import configure_runtime
-from shac.config import ConfigError, DiagnoseConfig, register_configs, to_train_config
+from shac.config import ConfigError, DiagnoseConfig
+from shac.run.hydra_config import register_configs, to_config
 
 register_configs()
 
@@ -27,7 +28,7 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="diagnose")
 def main(cfg: DictConfig) -> None:
     try:
-        config = to_train_config(cfg, DiagnoseConfig)
+        config = to_config(cfg, DiagnoseConfig)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
     options = config.diagnose
@@ -36,11 +37,11 @@ def main(cfg: DictConfig) -> None:
     configure_runtime(precision=config.precision)
     import jax
 
-    from shac import diagnostics
-    from shac.algorithm import Shac
     from shac.config import make_env
-    from shac.normalizer import RunningStatistics
-    from shac.serialization import load_policy
+    from shac.core.algorithm import Shac
+    from shac.core.normalizer import RunningStatistics
+    from shac.run.serialization import load_policy
+    from shac.tools import diagnostics
 
     out = Path(HydraConfig.get().runtime.output_dir)
     env = make_env(config.env, config.randomization, config.smoothing)

@@ -49,15 +49,16 @@ def main(argv: list[str]) -> None:
     configure_runtime()  # before anything imports mujoco
     import jax
 
-    from shac.checkpoint import CheckpointError
-    from shac.evaluate import evaluate, run_episode, summarize
-    from shac.serialization import load_run_policy
-    from shac.video import episode_video
+    from shac.config import ConfigError
+    from shac.run.checkpoint import CheckpointError
+    from shac.run.evaluate import evaluate, run_episode, summarize
+    from shac.run.serialization import DamagedFileError, load_run_policy
+    from shac.run.video import episode_video
 
     run_dir = Path(args.run_dir)
     try:
         policy = load_run_policy(run_dir, args.checkpoint)
-    except (FileNotFoundError, CheckpointError) as e:
+    except (FileNotFoundError, ConfigError, DamagedFileError, CheckpointError) as e:
         sys.exit(f"error: {e}")
     env, key = policy.env, jax.random.key(args.seed)
     returns = jax.jit(evaluate, static_argnums=(0, 1, 5))(

@@ -1,6 +1,6 @@
 """Export a trained policy: `python launch/export.py run_dir=<dir> [checkpoint=<epoch>] [out_dir=<dir>]`.
 
-Writes `policy.onnx`, `policy.jaxexport` and `policy.json` (see shac/export.py)
+Writes `policy.onnx`, `policy.jaxexport` and `policy.json` (see shac/run/export.py)
 after checking that onnxruntime and the `jax.export` artifact reproduce the JAX
 policy's actions, and adds them to the run's W&B run as the artifact
 `policy-<id>` (unless the run's logger.mode is disabled). Prints policy.json's path.
@@ -42,18 +42,19 @@ def main(argv: list[str]) -> None:
     import jax
 
     try:
-        from shac.export import ExportError, export_policy
+        from shac.run.export import ExportError, export_policy
     except ImportError as e:
         sys.exit(f"error: export needs its extra dependencies ({e}); pip install -e '.[export]'")
-    from shac.checkpoint import CheckpointError
-    from shac.serialization import CONFIG_FILE, load_run_policy
-    from shac.tracking import log_artifact
+    from shac.config import ConfigError
+    from shac.run.checkpoint import CheckpointError
+    from shac.run.serialization import CONFIG_FILE, DamagedFileError, load_run_policy
+    from shac.run.tracking import log_artifact
 
     run_dir = Path(args.run_dir)
     try:
         policy = load_run_policy(run_dir, args.checkpoint)
         paths = export_policy(policy, Path(args.out_dir) if args.out_dir else run_dir, jax.random.key(args.seed))
-    except (FileNotFoundError, CheckpointError, ExportError) as e:
+    except (FileNotFoundError, ConfigError, DamagedFileError, CheckpointError, ExportError) as e:
         sys.exit(f"error: {e}")
     log_artifact(policy.config, run_dir, "policy", "model", [*paths.values(), run_dir / CONFIG_FILE])
     print(paths["spec"])

@@ -7,7 +7,7 @@ actions) and its gradient with respect to the actions (median of 5 calls),
 then profiles one call of each with `jax.profiler` and prints the kernels
 (thunks) that took the most time, grouped by kind (the name without its
 number): e.g. `bitcast_pad_fusion`, the transposes of slices that dominated the
-ant's backward pass before `envs/mjx_math.py`. Trace files are left under
+ant's backward pass before `envs/physics/mjx_math.py`. Trace files are left under
 `runs/profile/<env>/` (`out=`) for Perfetto (https://ui.perfetto.dev).
 """
 

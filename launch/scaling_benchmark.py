@@ -7,7 +7,7 @@ Each device count runs in its own process. platform=cpu splits the host into
 that many XLA devices (`--xla_force_host_platform_device_count`, set before jax
 starts; they share the host's cores); platform=gpu uses the first that many
 GPUs (default: 1, 2, 4, ... up to all of them). The same `num_envs` is split
-over the devices (`shac.parallel`); after one epoch (compilation) `epochs`
+over the devices (`shac.run.parallel`); after one epoch (compilation) `epochs`
 epochs are timed. Prints a table and writes `<out>.json` and `<out>.png`.
 Results are in docs/scaling.md.
 """
@@ -59,9 +59,10 @@ def measure(args: ScalingArgs, num_devices: int) -> dict:
     configure_runtime()
     import jax
 
-    from shac import parallel
-    from shac.algorithm import Shac
-    from shac.config import make_env, register_configs, split_launch_config, to_train_config
+    from shac.config import make_env, to_train_config
+    from shac.core.algorithm import Shac
+    from shac.run import parallel
+    from shac.run.hydra_config import register_configs, split_launch_config
 
     register_configs()
     overrides = [f"env={args.env}", f"algo.num_envs={args.num_envs}", f"algo.horizon={args.horizon}"]

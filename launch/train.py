@@ -14,7 +14,11 @@ runs the same command.
 checkpoint, in its directory and with its `config.json`; `key=value` overrides
 change that config (e.g. `algo.max_epochs=1000`) as long as the shapes of the
 training state stay the same. SIGINT (Ctrl-C) or SIGTERM stops a run after the
-current epoch with a checkpoint, exiting with 128 + the signal number.
+current epoch with a checkpoint, exiting with 128 + the signal number; a second
+one stops it at once. Errors are one line and a non-zero exit: bad keys and
+run directories before Hydra creates anything (`launch/preflight.py`), a run
+whose epochs keep going bad (`train.max_bad_epochs`) once it has checkpointed
+its last good state.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from launch.runtime import (
     shared_run_dir,
 )
 
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
 
 def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
     """Hydra resolver: `resuming` when `resume` is set, else `fresh` (run and .hydra directories)."""
@@ -45,9 +51,10 @@ def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
 
 @hydra.main(version_base=None, config_path="../configs", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from shac.checkpoint import CheckpointError
-    from shac.config import ConfigError, LaunchOptions, apply_overrides, split_launch_config, to_train_config
-    from shac.serialization import load_config
+    from shac.config import ConfigError, LaunchOptions, to_train_config
+    from shac.run.checkpoint import CheckpointError
+    from shac.run.hydra_config import apply_overrides, split_launch_config
+    from shac.run.serialization import load_config
 
     hydra_config = HydraConfig.get()
     try:
@@ -75,13 +82,14 @@ def main(cfg: DictConfig) -> None:
         sys.exit(f"error: cannot resume: {e}")
     configure_compile_cache(options.compile_cache)
     configure_precision(config.precision)
-    from shac.train import TrainingInterrupted, train
+    from shac.run.run_dir import RunDirectoryInUseError
+    from shac.run.train import TrainingDiverged, TrainingInterrupted, train
 
     try:
         _, record = train(config, run_dir, resume=resume)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
-    except (CheckpointError, FileExistsError) as e:
+    except (CheckpointError, FileExistsError, RunDirectoryInUseError, TrainingDiverged) as e:
         sys.exit(f"error: {e}")
     except TrainingInterrupted as e:
         print(e, file=sys.stderr)
@@ -95,8 +103,17 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco
-    from shac.config import register_configs
+    from launch.preflight import PreflightError, preflight
+    from shac.config import ConfigError
+    from shac.run.hydra_config import register_configs
+    from shac.run.run_dir import RunDirectoryInUseError
 
+    try:
+        preflight(sys.argv[1:], CONFIG_DIR)
+    except ConfigError as e:
+        sys.exit(f"config error: {e}")
+    except (PreflightError, RunDirectoryInUseError, FileExistsError) as e:
+        sys.exit(f"error: {e}")
     register_configs()
     OmegaConf.register_new_resolver("when_resuming", when_resuming)
     main()

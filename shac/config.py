@@ -1,26 +1,21 @@
-"""Typed run configuration, registered with Hydra's ConfigStore, and its validation.
+"""Typed run configuration: frozen dataclasses, a docstring under every field, and their validation.
 
-Hydra composes `configs/config.yaml` onto these schemas (unknown keys and
-wrong types fail at compose time); `to_train_config` turns the result into a
-frozen `TrainConfig` and checks every value before anything compiles.
+Plain Python (no Hydra): `shac.run.hydra_config` composes `configs/*.yaml` onto
+these schemas; `to_train_config` turns a plain dict (Hydra's result, or a run's
+`config.json`) into a frozen `TrainConfig` and checks every value before
+anything compiles.
 """
 
 import dataclasses
+import difflib
 import json
 import math
 import typing
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hydra.core.config_store import ConfigStore
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 import envs
-from envs.smoothing import Smoothing
+from envs.physics.smoothing import Smoothing
 
 LOGGER_MODES = ("offline", "online", "disabled")
 PRECISIONS = ("float32", "float64")
@@ -45,10 +40,13 @@ class EnvConfig:
     this); None keeps the task's MJCF time step."""
     physics: dict[str, float] = field(default_factory=dict)
     """MJCF values changed before the model compiles, `element:name:attribute` -> value, `*` for
-    every element (joints: every actuated joint), e.g. `{joint:*:armature: 0.05}` (see `envs.physics`)."""
+    every element (joints: every actuated joint), e.g. `{joint:*:armature: 0.05}` (see `envs.physics.model_options`)."""
     unroll_substeps: bool = False
     """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
     the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
+    max_velocity: float | None = None
+    """Bound on every joint velocity (rad/s or m/s) past which a state counts as exploded and is
+    reset like a non-finite one; None keeps the environment's default (`MjxEnv.max_velocity`)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +91,10 @@ class AlgoConfig:
     """Initial state-independent log standard deviation of the policy."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
+    action_mean_penalty: float = 0.0
+    """c >= 0: the actor loss adds c * mean(mu^2) over the window, mu the policy's mean before the tanh
+    squash, so the policy stays out of saturation, where tanh (and joints pressed into their limits)
+    pass no gradient. A training-only term: the task's reward and the evaluation are unchanged."""
     checkpoint_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
     recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);
@@ -162,6 +164,16 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class LoopConfig:
+    """How the training loop watches the run's health."""
+
+    max_bad_epochs: int = 20
+    """Stop (exit code 1, checkpointing the last good state) after this many epochs in a row that
+    skipped their actor update (non-finite gradient) or reset more than half the envs as non-finite
+    or too fast; 0 never stops (each bad epoch still warns)."""
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs."""
 
@@ -172,6 +184,7 @@ class TrainConfig:
     eval: EvalConfig = EvalConfig()
     logger: LoggerConfig = LoggerConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
+    train: LoopConfig = LoopConfig()
     seed: int = 0
     """Seed of all randomness (initialisation, resets, action noise, evaluation)."""
     precision: str = "float32"
@@ -235,16 +248,7 @@ class DiagnoseConfig(TrainConfig):
     diagnose: DiagnoseOptions = DiagnoseOptions()
 
 
-def register_configs() -> None:
-    """Registers the schemas that `configs/config.yaml` and `configs/diagnose.yaml` extend.
-
-    `base_config` is `TrainConfig` with the `LaunchOptions` fields at the top level.
-    """
-    ConfigStore.instance().store(name="base_config", node=_schema(TrainConfig, extra=LaunchOptions))
-    ConfigStore.instance().store(name="base_diagnose_config", node=_schema(DiagnoseConfig))
-
-
-def _named_configs(hint: object) -> type | None:
+def named_configs(hint: object) -> type | None:
     """The dataclass X of a `dict[str, X]` type hint (named configurations of one kind); else None."""
     args = typing.get_args(hint)
     if typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
@@ -252,72 +256,50 @@ def _named_configs(hint: object) -> type | None:
     return None
 
 
-def _schema(cls: type, extra: type | None = None) -> type:
-    """A mutable twin of a frozen config dataclass, for Hydra to merge into.
+def from_dict(cls: type, values: dict, prefix: str = ""):
+    """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples).
 
-    OmegaConf marks nodes built from frozen dataclasses read-only, which makes
-    Hydra's defaults list unable to override them; the twin has the same
-    fields, types and defaults (nested configs become twins too), plus the
-    fields of `extra`.
+    Raises:
+        ConfigError: a key that is not a field of `cls` (e.g. added with `+key=value`).
     """
-    fields = []
-    for source in (cls, extra) if extra is not None else (cls,):
-        hints = typing.get_type_hints(source)
-        for f in dataclasses.fields(source):
-            if dataclasses.is_dataclass(hints[f.name]):
-                twin = _schema(hints[f.name])
-                fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
-            elif _named_configs(hints[f.name]) is not None:
-                twin = _schema(_named_configs(hints[f.name]))
-                fields.append((f.name, dict[str, twin], dataclasses.field(default_factory=dict)))
-            elif f.default_factory is not dataclasses.MISSING:
-                fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
-            else:
-                fields.append((f.name, hints[f.name], dataclasses.field(default=f.default)))
-    return dataclasses.make_dataclass(cls.__name__, fields)
-
-
-def _build(cls: type, values: dict):
-    """The frozen `cls` from a plain dict (lists become tuples)."""
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in values.items():
+        if name not in hints:
+            raise ConfigError(unknown_key_message(f"{prefix}{name}", cls))
         if dataclasses.is_dataclass(hints[name]):
-            value = _build(hints[name], value)
-        elif _named_configs(hints[name]) is not None:
-            value = {key: _build(_named_configs(hints[name]), entry) for key, entry in value.items()}
+            value = from_dict(hints[name], value, f"{prefix}{name}.")
+        elif named_configs(hints[name]) is not None:
+            entry = named_configs(hints[name])
+            value = {key: from_dict(entry, v, f"{prefix}{name}.{key}.") for key, v in value.items()}
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
 
 
-def to_train_config(cfg: DictConfig | dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
-    """Validates a composed config (or its plain-dict form) and returns it frozen, as `cls`.
+def unknown_key_message(key: str, cls: type) -> str:
+    """'unknown key ...' naming the closest field of the config dataclass `cls` that should hold `key`."""
+    name = key.rsplit(".", 1)[-1]
+    fields = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(name, fields, n=1)
+    hint = f"; did you mean '{key[: -len(name)]}{close[0]}'?" if close else ""
+    section = f"'{key[: -len(name) - 1]}'" if "." in key else "the config"
+    return f"unknown key '{key}'{hint} (keys of {section}: {', '.join(fields)})"
+
+
+def to_train_config(values: dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
+    """Validates a config's plain-dict form and returns it frozen, as `cls`.
 
     Raises:
         ConfigError: naming the first bad value and what would be accepted.
     """
-    if isinstance(cfg, DictConfig):
-        cfg = OmegaConf.to_container(cfg, resolve=True)
     try:
-        config = _build(cls, cfg)
+        config = from_dict(cls, values)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     validate(config)
     return config
-
-
-def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
-    """Separates what `launch/train.py` composed into the run's config (a plain dict) and its options.
-
-    Raises:
-        ConfigError: a `distributed.*` value out of range (the run's config is validated later).
-    """
-    values = OmegaConf.to_container(cfg, resolve=True)
-    options = _build(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
-    validate_distributed(options.distributed)
-    return values, options
 
 
 def validate_distributed(cfg: DistributedConfig) -> None:
@@ -329,38 +311,6 @@ def validate_distributed(cfg: DistributedConfig) -> None:
             f"distributed.process_id must be in [0, distributed.num_processes={cfg.num_processes}), "
             f"got {cfg.process_id}"
         )
-
-
-def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
-    """`config` with command-line `key=value` overrides applied, validated (used to resume a run).
-
-    Args:
-        config: the run's config.
-        overrides: Hydra override strings, e.g. `["algo.max_epochs=400", "logger.mode=disabled"]`.
-
-    Raises:
-        ConfigError: for a config-group choice (`logger=disabled`), an added or
-            deleted key, an unknown key or a mistyped value.
-    """
-    cfg = OmegaConf.merge(OmegaConf.structured(_schema(TrainConfig)), dataclasses.asdict(config))
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except HydraException as e:
-        raise ConfigError(f"bad override: {e}") from None
-    for override in parsed:
-        key, text = override.key_or_group, override.input_line
-        if override.is_add() or override.is_delete() or override.is_force_add():
-            raise ConfigError(f"'{text}': only key=value overrides can change a resumed run's config")
-        if OmegaConf.is_dict(OmegaConf.select(cfg, key)):
-            raise ConfigError(
-                f"'{text}' picks a config group, which cannot change a resumed run's config; "
-                f"set its values by key instead, e.g. {key}.<field>=<value>"
-            )
-        try:
-            OmegaConf.update(cfg, key, override.value(), merge=False)
-        except OmegaConfBaseException as e:
-            raise ConfigError(f"'{text}': {e}".splitlines()[0]) from None
-    return to_train_config(cfg)
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -382,6 +332,8 @@ def validate(cfg: TrainConfig) -> None:
         "logger.progress_every": cfg.logger.progress_every,
         "checkpoint.max_to_keep": cfg.checkpoint.max_to_keep,
     }
+    if cfg.env.max_velocity is not None:
+        positive["env.max_velocity"] = cfg.env.max_velocity
     if cfg.env.episode_length is not None:
         positive["env.episode_length"] = cfg.env.episode_length
     for name, value in positive.items():
@@ -402,6 +354,8 @@ def validate(cfg: TrainConfig) -> None:
     for name, widths in {"algo.actor_hidden": algo.actor_hidden, "algo.critic_hidden": algo.critic_hidden}.items():
         if not all(w > 0 for w in widths):
             raise ConfigError(f"{name} widths must be > 0, got {list(widths)}")
+    if algo.action_mean_penalty < 0:
+        raise ConfigError(f"algo.action_mean_penalty must be >= 0, got {algo.action_mean_penalty}")
     if algo.checkpoint_every < 0 or (algo.checkpoint_every and algo.horizon % algo.checkpoint_every):
         raise ConfigError(
             f"algo.checkpoint_every={algo.checkpoint_every} must be 0 (off) or divide algo.horizon={algo.horizon}"
@@ -415,6 +369,7 @@ def validate(cfg: TrainConfig) -> None:
         "eval.every": cfg.eval.every,
         "logger.video_every": cfg.logger.video_every,
         "checkpoint.every": cfg.checkpoint.every,
+        "train.max_bad_epochs": cfg.train.max_bad_epochs,
     }
     for name, value in non_negative.items():
         if value < 0:
@@ -448,6 +403,8 @@ def make_env(
         overrides["physics"] = env_cfg.physics
     env = envs.make(env_cfg.name, **overrides)
     env.unroll_substeps = env_cfg.unroll_substeps
+    if env_cfg.max_velocity is not None:
+        env.max_velocity = env_cfg.max_velocity
     if smoothing is not None:
         env.smooth(smoothing)
     if randomization is not None and randomization.mode != "none":
@@ -475,9 +432,15 @@ def randomization_ranges(cfg: RandomizationConfig) -> dict[str, tuple[float, flo
     path = Path(cfg.report)
     if not path.is_file():
         raise FileNotFoundError(f"randomization.report: no sysid report at '{cfg.report}'")
-    parameters = json.loads(path.read_text()).get("parameters", {})
+    report = json.loads(path.read_text())
+    parameters = report.get("parameters", {})
     if not parameters:
         raise ValueError(f"randomization.report '{cfg.report}' holds no parameters")
+    if report.get("converged") is False:
+        raise ValueError(
+            f"randomization.report '{cfg.report}' is from a sysid fit that did not converge; its intervals are "
+            "unreliable: refit (launch/sysid.py steps=...) or set ranges with randomization=uniform"
+        )
     return {
         key: (
             entry["estimate"] * math.exp(-cfg.num_std * entry["relative_std"]),

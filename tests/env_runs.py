@@ -18,8 +18,8 @@ from flax import struct
 
 import envs
 from envs import MjxEnv, State
-from envs.smoothing import Smoothing
-from shac.rollout import tree_where
+from envs.physics.smoothing import Smoothing
+from shac.core.rollout import tree_where
 
 N_ENVS = 2
 ROLLOUT_STEPS = 1000

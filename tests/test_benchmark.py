@@ -7,10 +7,10 @@ import re
 import pytest
 
 import envs
-from shac.benchmarks import report
-from shac.benchmarks.clock import BudgetClock
-from shac.benchmarks.config import PPOConfig
-from shac.benchmarks.learning import retime, train_ppo
+from shac.tools.benchmarks import report
+from shac.tools.benchmarks.clock import BudgetClock
+from shac.tools.benchmarks.config import PPOConfig
+from shac.tools.benchmarks.learning import retime, train_ppo
 from tests.conftest import run_cli
 
 
@@ -116,12 +116,13 @@ def test_peer_configurations_compose_by_name_and_an_empty_peer_is_refused():
     from hydra import compose, initialize_config_dir
 
     from launch.benchmark import ROOT
-    from shac.benchmarks.config import BenchmarkConfig, validate_benchmark
-    from shac.config import ConfigError, to_train_config
+    from shac.config import ConfigError
+    from shac.run.hydra_config import to_config
+    from shac.tools.benchmarks.config import BenchmarkConfig, validate_benchmark
 
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
         cfg = compose("benchmark", overrides=["env=cartpole_swingup", "ppo.lean.learning_rate=1e-3"])
-        config = to_train_config(cfg, BenchmarkConfig)
+        config = to_config(cfg, BenchmarkConfig)
     assert list(config.ppo) == ["playground", "brax_example", "lean"] and list(config.apg) == ["brax_defaults", "lean"]
     assert isinstance(config.ppo["lean"], PPOConfig) and config.ppo["lean"].learning_rate == 1e-3
     assert config.ppo["lean"].policy_hidden == (64, 64) and config.ppo["lean"].source

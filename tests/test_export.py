@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac import export
-from shac.algorithm import Shac
 from shac.config import AlgoConfig, EnvConfig, TrainConfig, make_env
-from shac.normalizer import RunningStatistics
-from shac.serialization import RunPolicy
+from shac.core.algorithm import Shac
+from shac.core.normalizer import RunningStatistics
+from shac.run import export
+from shac.run.serialization import RunPolicy
 
 CONFIG = TrainConfig(
     env=EnvConfig(name="pendulum_swingup"), algo=AlgoConfig(num_envs=4, horizon=4, actor_hidden=(16, 16))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from shac import losses
+from shac.core import losses
 
 
 def test_actor_loss_by_hand():

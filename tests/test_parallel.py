@@ -19,10 +19,10 @@ import pytest
 from jax.sharding import PartitionSpec
 
 import envs
-from shac import parallel
-from shac.algorithm import Shac
-from shac.checkpoint import Checkpointer, state_arrays
-from shac.serialization import load_config
+from shac.core.algorithm import Shac
+from shac.run import parallel
+from shac.run.checkpoint import Checkpointer, state_arrays
+from shac.run.serialization import load_config
 from tests.conftest import ROOT
 from tests.toy_env import LineEnv, RegisteredLineEnv
 from tests.two_devices import CONFIG

@@ -19,10 +19,10 @@ import jax
 import numpy as np
 import pytest
 
-from shac.algorithm import Shac
-from shac.checkpoint import Checkpointer, state_arrays
 from shac.config import make_env
-from shac.serialization import load_config
+from shac.core.algorithm import Shac
+from shac.run.checkpoint import Checkpointer, state_arrays
+from shac.run.serialization import load_config
 from tests.conftest import PENDULUM_ARGS, ROOT
 
 EPOCHS, CHECKPOINT_EVERY = 150, 20

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from envs.smoothing import Smoothing, clip_gradient, scale_gradient
+from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
 
 MODEL = mjx.put_model(mujoco.MjModel.from_xml_path(str(Path(__file__).parent / "assets" / "ball.xml")), impl="jax")
 SOFT = dict(timeconst=0.1, dampratio=1.0)

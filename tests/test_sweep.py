@@ -5,7 +5,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from shac.config import register_configs
+from shac.run.hydra_config import register_configs
 from tests.conftest import run_cli
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from shac.config import LoggerConfig, TrainConfig
-from shac.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, progress_line, read_records
+from shac.run.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, progress_line, read_records
 from tests.conftest import ROOT
 
 
@@ -66,6 +66,27 @@ def test_offline_run_logs_video_and_artifacts_into_one_wandb_run_across_resumes(
     assert len(runs) == 2  # the training run and the export, under one W&B id
     assert list(runs[0].glob("files/media/videos/eval/video_1_*.mp4"))
     assert f"policy-{run_id}".encode() in next(runs[1].glob("*.wandb")).read_bytes()
+
+
+def test_a_warning_shows_at_the_end_of_the_progress_line_until_cleared(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the live bar is for terminals only
+    progress = TrainConfig(logger=LoggerConfig(mode="disabled", progress=True))
+    with Tracker(progress, tmp_path) as tracker:
+        task = tracker._progress.tasks[0]
+        assert task.fields["warning"] == ""
+        tracker.warn("BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row")
+        assert task.fields["warning"] == "| BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row"
+        tracker.warn("")
+        assert task.fields["warning"] == ""
+
+
+def test_off_a_terminal_a_warning_is_a_line_of_its_own(tmp_path, capsys):
+    progress = TrainConfig(logger=LoggerConfig(mode="disabled", progress=True))
+    with Tracker(progress, tmp_path) as tracker:
+        assert tracker._progress is None  # pytest's captured stdout is not a terminal
+        tracker.warn("BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row")
+        tracker.warn("")
+    assert capsys.readouterr().out == "warning: BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row\n"
 
 
 def test_progress_line_by_hand():

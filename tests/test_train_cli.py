@@ -9,8 +9,8 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from shac.export import policy_function
-from shac.serialization import load_run_policy
+from shac.run.export import policy_function
+from shac.run.serialization import load_run_policy
 from tests.conftest import run_cli as run
 
 REQUIRED_METRICS = {"epoch", "env_steps", "wall_time_s", "train/episode_return", "actor/grad_norm", "critic/loss"}

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import envs
-from shac.evaluate import Episode
-from shac.video import HEIGHT, WIDTH, episode_video, render
+from shac.run.evaluate import Episode
+from shac.run.video import HEIGHT, WIDTH, episode_video, render
 
 
 def test_render_draws_each_pose():

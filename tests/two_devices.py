@@ -12,10 +12,10 @@ import sys
 import jax
 import numpy as np
 
-from shac import parallel
-from shac.algorithm import Shac
-from shac.checkpoint import state_arrays
 from shac.config import AlgoConfig
+from shac.core.algorithm import Shac
+from shac.run import parallel
+from shac.run.checkpoint import state_arrays
 from tests.toy_env import LineEnv
 
 CONFIG = AlgoConfig(

@@ -1,0 +1,101 @@
+"""Every use of another library's private API in this repository, in one place.
+
+Each entry names the version it was checked against (the pinned versions of
+pyproject.toml) and the test that fails if an upgrade removes it or takes away
+its effect. Everything else in the repository goes through public APIs; a new
+private use belongs here, with its version and its test.
+
+The libraries are imported inside the functions, so importing this module
+imports none of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+
+@contextlib.contextmanager
+def mjx_math_swapped(replacements: Mapping[str, Callable]) -> Iterator[None]:
+    """Within the block, MJX's small-vector math functions are `replacements` (name -> function).
+
+    Private: `mujoco.mjx._src.math` (checked: mujoco-mjx 3.17.0). MJX's step
+    looks these functions up in that module when it is traced, so a step traced
+    inside the block uses the replacements; MJX's own are restored afterwards.
+    Test: tests/test_private_apis.py counts the replacements' calls while
+    `mjx.step` is traced.
+    """
+    from mujoco.mjx._src import math as mjx_math
+
+    originals = {name: getattr(mjx_math, name) for name in replacements}
+    for name, fn in replacements.items():
+        setattr(mjx_math, name, fn)
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(mjx_math, name, fn)
+
+
+def mjx_math_function(name: str) -> Callable:
+    """MJX's own small-vector math function `name` (e.g. `quat_mul`), as MJX's step would call it.
+
+    Private: `mujoco.mjx._src.math` (checked: mujoco-mjx 3.17.0). Test: tests/test_mjx_math.py.
+    """
+    from mujoco.mjx._src import math as mjx_math
+
+    return getattr(mjx_math, name)
+
+
+def contact_distances(data: Any) -> Any:
+    """float [..., ncon] signed distances of the model's contact candidates in an `mjx.Data`.
+
+    Negative where two geoms penetrate (the contact is active). Private:
+    `mjx.Data._impl.contact` (checked: mujoco-mjx 3.17.0, JAX implementation;
+    the public `mjx.Data` has no contact field). Test: tests/test_private_apis.py.
+    """
+    return data._impl.contact.dist
+
+
+@contextlib.contextmanager
+def brax_apg_evaluations(callback: Callable[[Any, Callable, dict], None]) -> Iterator[None]:
+    """Within, brax's APG calls `callback(params, make_policy, training_metrics)` where it would evaluate.
+
+    brax's APG has no parameter callback. Private: `brax.training.agents.apg.train`
+    builds its evaluator as `acting.Evaluator(eval_env, eval_policy_fn=functools.partial(
+    make_policy, deterministic=...), ...)` and calls `run_evaluation(params,
+    training_metrics)` (checked: brax 0.14.2). The evaluator is replaced for the
+    duration only by one that hands over the parameters, `make_policy` and the
+    training metrics (`training/walltime`, ...; empty before the first epoch),
+    and runs no evaluation of its own. Test: tests/test_private_apis.py.
+    """
+    from unittest import mock
+
+    from brax.training.agents.apg import train as apg_train
+
+    class Evaluator:
+        def __init__(self, eval_env, eval_policy_fn, **kwargs):
+            del eval_env, kwargs
+            self.make_policy = eval_policy_fn.func
+
+        def run_evaluation(self, params, training_metrics, aggregate_episodes=True):
+            del aggregate_episodes
+            callback(params, self.make_policy, training_metrics)
+            return training_metrics
+
+    with mock.patch.object(apg_train.acting, "Evaluator", Evaluator):
+        yield
+
+
+def parse_hydra_overrides(overrides: Sequence[str]) -> list:
+    """Hydra's parse of command-line overrides (`key=value`, `+key=value`, `~key`, `group=option`).
+
+    Private: `hydra.core.override_parser.overrides_parser.OverridesParser`
+    (checked: hydra-core 1.3.8; Hydra's own command line uses it, but it is not
+    part of its documented API). Raises `hydra.errors.HydraException` on a
+    malformed override. Test: tests/test_config.py (resuming with overrides).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_overrides(list(overrides))

@@ -1,1 +1,0 @@
-"""Benchmarks against the peers: the budget clock, the learning and throughput suites, their reports."""

@@ -1,0 +1,136 @@
+"""Differentiable short-horizon rollouts of N parallel environments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from envs import MjxEnv, State
+from shac.core.networks import sample_action
+from shac.core.normalizer import RunningStatistics
+
+PolicyFn = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
+"""Normalised obs float32 [N, obs_dim] -> (mean, log_std), each [N, action_dim]."""
+ValueFn = Callable[[jax.Array], jax.Array]
+"""Normalised obs float32 [N, obs_dim] -> values float32 [N]."""
+
+
+@struct.dataclass
+class Window:
+    """What one window of h steps of N envs produced (time-major).
+
+    Attributes:
+        obs: float32 [h, N, obs_dim] normalised observation each action was taken in.
+        raw_obs: float32 [h, N, obs_dim] the same, before normalisation.
+        rewards: float32 [h, N] (0 where the step went non-finite).
+        next_values: float32 [h, N] target-critic value of the state reached,
+            before any reset; 0 after termination or a non-finite state.
+        dones: float32 [h, N] 1.0 where the episode ended at this step.
+        terminated, truncated, nonfinite: float32 [h, N] why it ended; `nonfinite`
+            also where the state's velocities passed the env's bound (`MjxEnv.too_fast`).
+        too_fast: float32 [h, N] 1.0 where the velocities passed the bound (finite
+            but exploding physics, handled as non-finite).
+        metrics: the env's per-step metrics (its reward terms), each float32 [h, N].
+    """
+
+    obs: jax.Array
+    raw_obs: jax.Array
+    rewards: jax.Array
+    next_values: jax.Array
+    dones: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    nonfinite: jax.Array
+    too_fast: jax.Array
+    metrics: dict[str, jax.Array]
+
+
+def tree_where(mask: jax.Array, on_true, on_false):
+    """Per-env select between two batched pytrees; `mask` is bool [N]."""
+
+    def select(x, y):
+        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y)
+
+    return jax.tree.map(select, on_true, on_false)
+
+
+def rollout(
+    env: MjxEnv,
+    policy: PolicyFn,
+    target_value: ValueFn,
+    normalizer: RunningStatistics,
+    env_state: State,
+    reset_states: State,
+    key: jax.Array,
+    horizon: int,
+    checkpoint_every: int = 0,
+) -> tuple[State, Window]:
+    """Runs `horizon` steps of the batched env under the stochastic policy.
+
+    Gradients flow from rewards and bootstrap values back through the
+    simulator into the policy. Envs whose episode ends, or whose state goes
+    non-finite or too fast (`env.too_fast`), are replaced by their entry in
+    `reset_states` (one fresh state per env for the whole window).
+
+    Args:
+        env: the environment (unbatched; vmapped here).
+        policy: see `PolicyFn`.
+        target_value: see `ValueFn` (the target critic).
+        normalizer: observation statistics, frozen for the window.
+        env_state: batched [N] state at the start of the window.
+        reset_states: batched [N] initial states used for resets.
+        key: randomness of the action noise.
+        horizon: h, the number of steps.
+        checkpoint_every: if k > 0 (k must divide h), the window runs as h / k
+            segments of k steps and the backward pass keeps only the state at
+            each segment's start, recomputing the segment's forward steps
+            (`jax.checkpoint`): memory ~ (h / k) states + k steps of
+            intermediates instead of h steps, at the cost of recomputing them.
+
+    Returns:
+        The batched state after the window (resets applied) and the `Window`.
+    """
+    step_env = jax.vmap(env.step)
+    too_fast_env = jax.vmap(env.too_fast)
+
+    def step(state: State, step_key: jax.Array) -> tuple[State, Window]:
+        obs = normalizer.normalize(state.obs)
+        mean, log_std = policy(obs)
+        action = sample_action(mean, log_std, step_key)
+        next_state = step_env(state, action)
+
+        too_fast = too_fast_env(next_state)
+        nonfinite = ~(jnp.isfinite(next_state.obs).all(axis=-1) & jnp.isfinite(next_state.reward)) | too_fast
+        next_obs = jnp.where(nonfinite[:, None], 0.0, next_state.obs)
+        no_future = (next_state.terminated > 0) | nonfinite
+        next_value = jnp.where(no_future, 0.0, target_value(normalizer.normalize(next_obs)))
+        done = (next_state.done > 0) | nonfinite
+
+        record = Window(
+            obs=obs,
+            raw_obs=state.obs,
+            rewards=jnp.where(nonfinite, 0.0, next_state.reward),
+            next_values=next_value,
+            dones=done.astype(jnp.float32),
+            terminated=next_state.terminated * (1.0 - nonfinite),
+            truncated=next_state.truncated * (1.0 - nonfinite),
+            nonfinite=nonfinite.astype(jnp.float32),
+            too_fast=too_fast.astype(jnp.float32),
+            metrics=next_state.metrics,
+        )
+        return tree_where(done, reset_states, next_state), record
+
+    keys = jax.random.split(key, horizon)
+    if not checkpoint_every:
+        return jax.lax.scan(step, env_state, keys)
+    segments = horizon // checkpoint_every
+
+    @jax.checkpoint
+    def segment(state: State, segment_keys: jax.Array) -> tuple[State, Window]:
+        return jax.lax.scan(step, state, segment_keys)
+
+    env_state, window = jax.lax.scan(segment, env_state, keys.reshape(segments, checkpoint_every, *keys.shape[1:]))
+    return env_state, jax.tree.map(lambda x: x.reshape(horizon, *x.shape[2:]), window)

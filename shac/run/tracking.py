@@ -1,0 +1,229 @@
+"""Run tracking: metrics.jsonl in the run directory, Weights & Biases, and progress (a live bar on a
+terminal, plain lines otherwise)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from shac.config import TrainConfig
+
+METRICS_FILE = "metrics.jsonl"
+WANDB_ID_FILE = "wandb_run_id"
+"""Holds the W&B run id, so a resumed run (and its export) logs into the same W&B run."""
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _wandb_run(config: TrainConfig, run_dir: Path):
+    """Starts (or resumes) the W&B run of `run_dir`; None when `logger.mode` is disabled."""
+    if config.logger.mode == "disabled":
+        return None
+    import wandb
+
+    id_file = run_dir / WANDB_ID_FILE
+    if not id_file.is_file():
+        id_file.write_text(uuid.uuid4().hex[:16] + "\n")
+    return wandb.init(
+        mode=config.logger.mode,
+        project=config.logger.project,
+        entity=config.logger.entity,
+        group=config.logger.group,
+        name=run_dir.name,
+        dir=str(run_dir),
+        config=dataclasses.asdict(config),
+        id=id_file.read_text().strip(),
+        resume="allow",
+    )
+
+
+def _log_artifact(wandb_run, name: str, kind: str, paths: Sequence[Path]) -> None:
+    import wandb
+
+    artifact = wandb.Artifact(name=f"{name}-{wandb_run.id}", type=kind)
+    for path in paths:
+        if path.is_dir():
+            artifact.add_dir(str(path), name=path.name)
+        else:
+            artifact.add_file(str(path))
+    wandb_run.log_artifact(artifact)
+
+
+def log_artifact(config: TrainConfig, run_dir: Path, name: str, kind: str, paths: Sequence[Path]) -> None:
+    """Adds files and directories to the W&B run of `run_dir` as the artifact `<name>-<run id>` (no-op if disabled)."""
+    wandb_run = _wandb_run(config, run_dir)
+    if wandb_run is not None:
+        _log_artifact(wandb_run, name, kind, paths)
+        wandb_run.finish()
+
+
+def _duration(seconds: float) -> str:
+    return str(datetime.timedelta(seconds=round(seconds)))
+
+
+def progress_line(
+    epoch: int, total: int, env_steps: int, episode_return: float | None, elapsed_s: float, eta_s: float
+) -> str:
+    """One complete plain progress line, e.g. `epoch 50/500 | 1,024,000 steps | return -450.2 |
+    11,647 steps/s | elapsed 0:01:28 | ETA 0:13:12` (return `-` before an episode has ended)."""
+    shown = "-" if episode_return is None else f"{episode_return:.1f}"
+    rate = env_steps / max(elapsed_s, 1e-9)
+    return (
+        f"epoch {epoch}/{total} | {env_steps:,} steps | return {shown} | {rate:,.0f} steps/s | "
+        f"elapsed {_duration(elapsed_s)} | ETA {_duration(eta_s)}"
+    )
+
+
+def read_records(run_dir: Path) -> list[dict]:
+    """The records of `metrics.jsonl` (a line cut short by a killed run is skipped)."""
+    path = run_dir / METRICS_FILE
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+class Tracker:
+    """Writes each logged epoch to `metrics.jsonl` (always) and to W&B (unless disabled).
+
+    Non-finite values are written as JSON null. With `logger.progress`, shows a
+    live bar when stdout is a terminal and otherwise prints one complete line
+    (`progress_line`) at the first logged epoch of every `logger.progress_every`
+    and at the last. Use as a context manager.
+
+    Args:
+        config: the run's config (sent to W&B, shapes the progress bar).
+        run_dir: where metrics.jsonl (and W&B's offline files) go.
+        start_epoch: epochs already done. `metrics.jsonl` keeps its records up to
+            this epoch (those a resumed run will not repeat) and drops the rest;
+            wall time continues from the last one kept.
+        write: False for the processes other than 0 of a multi-process run: they
+            keep `last_record` but write, send and show nothing.
+    """
+
+    def __init__(self, config: TrainConfig, run_dir: Path, start_epoch: int = 0, write: bool = True):
+        self.config = config
+        self.run_dir = run_dir
+        kept = [r for r in read_records(run_dir) if r.get("epoch", math.inf) <= start_epoch]
+        self.last_record: dict = kept[-1] if kept else {}
+        self.start = time.perf_counter() - self.last_record.get("wall_time_s", 0.0)
+        self._file = self._wandb_run = self._progress = None
+        self._start_epoch = self._printed_epoch = start_epoch
+        self._resumed_at = time.perf_counter()
+        self._lines = write and config.logger.progress and not sys.stdout.isatty()
+        if not write:
+            return
+        path = run_dir / METRICS_FILE
+        partial = path.with_suffix(".jsonl.tmp")
+        partial.write_text("".join(json.dumps(record) + "\n" for record in kept))
+        partial.replace(path)  # atomic: a run killed here still has every record it kept
+        self._file = open(path, "a")  # noqa: SIM115 (closed in close())
+        self._wandb_run = _wandb_run(config, run_dir)
+        if config.logger.progress and not self._lines:
+            self._progress = Progress(
+                TextColumn("epoch"),
+                MofNCompleteColumn(),
+                BarColumn(bar_width=20),
+                TextColumn("{task.fields[env_steps]:,} steps | return {task.fields[episode_return]}"),
+                TextColumn("| {task.fields[steps_per_s]:,.0f} steps/s |"),
+                TimeElapsedColumn(),
+                TextColumn("| ETA"),
+                TimeRemainingColumn(),
+                TextColumn("[bold red]{task.fields[warning]}"),
+                expand=False,
+            )
+            self._task = self._progress.add_task(
+                "train",
+                total=config.algo.max_epochs,
+                completed=start_epoch,
+                env_steps=self.last_record.get("env_steps", 0),
+                episode_return="-",
+                steps_per_s=0.0,
+                warning="",
+            )
+            self._progress.start()
+
+    @property
+    def wall_time(self) -> float:
+        """Seconds since the tracker started (compilation included)."""
+        return time.perf_counter() - self.start
+
+    def log(self, epoch: int, env_steps: int, metrics: dict[str, float]) -> dict:
+        """Records one epoch's metrics; returns the record written."""
+        wall_time = self.wall_time
+        record = {"epoch": epoch, "env_steps": env_steps, "wall_time_s": round(wall_time, 3)}
+        record.update({name: _finite_or_none(float(value)) for name, value in metrics.items()})
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+        if self._wandb_run is not None:
+            self._wandb_run.log({k: v for k, v in record.items() if v is not None}, step=epoch)
+        if self._progress is not None:
+            episode_return = record.get("train/episode_return")
+            fields = {"env_steps": env_steps, "steps_per_s": env_steps / max(wall_time, 1e-9)}
+            if episode_return is not None:
+                fields["episode_return"] = f"{episode_return:.1f}"
+            self._progress.update(self._task, completed=epoch, **fields)
+        total = self.config.algo.max_epochs
+        if self._lines and (epoch - self._printed_epoch >= self.config.logger.progress_every or epoch >= total):
+            self._print_line(epoch, env_steps, record.get("train/episode_return"), wall_time)
+        self.last_record = record
+        return record
+
+    def _print_line(self, epoch: int, env_steps: int, episode_return: float | None, wall_time: float) -> None:
+        """Prints `progress_line`; the ETA extrapolates this process's time per epoch."""
+        total = self.config.algo.max_epochs
+        per_epoch = (time.perf_counter() - self._resumed_at) / max(epoch - self._start_epoch, 1)
+        eta = per_epoch * max(total - epoch, 0)
+        print(progress_line(epoch, total, env_steps, episode_return, wall_time, eta), flush=True)
+        self._printed_epoch = epoch
+
+    def warn(self, text: str) -> None:
+        """Shows `text` in red at the end of the progress bar ("" clears it); off a terminal, prints
+        it as a line of its own."""
+        if self._progress is not None:
+            self._progress.update(self._task, warning=text and f"| {text}")
+        elif self._lines and text:
+            print(f"warning: {text}", flush=True)
+
+    def log_video(self, epoch: int, path: Path) -> None:
+        """Sends an mp4 to W&B as `eval/video` at `epoch` (the file itself stays in the run directory)."""
+        if self._wandb_run is not None:
+            import wandb
+
+            self._wandb_run.log({"eval/video": wandb.Video(str(path), format="mp4")}, step=epoch)
+
+    def log_artifact(self, name: str, kind: str, paths: Sequence[Path]) -> None:
+        """Adds files and directories to W&B as the artifact `<name>-<run id>` of type `kind`."""
+        if self._wandb_run is not None:
+            _log_artifact(self._wandb_run, name, kind, paths)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        if self._file is not None:
+            self._file.close()
+        if self._wandb_run is not None:
+            self._wandb_run.finish()
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,165 @@
+"""Typed configuration of `launch/benchmark.py`: the training config tree plus the peers and suites.
+
+`configs/benchmark.yaml` composes it; `configs/peers/<env>.yaml` holds, for
+each environment, a few named configurations of each peer (published ones,
+scaled for a small CPU, and a lean CPU-sized one), each with its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+
+from shac.config import ConfigError, TrainConfig
+from shac.run.hydra_config import schema
+
+SUITES = ("learning", "throughput")
+METHODS = ("shac", "apg", "ppo")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """brax PPO (`brax.training.agents.ppo.train`) hyperparameters (observations always normalised)."""
+
+    source: str = ""
+    """Where these values come from (shown in the benchmark's table of configurations)."""
+    num_envs: int = 256
+    """Parallel environments."""
+    batch_size: int = 128
+    """Environments per minibatch (batch_size * num_minibatches must be a multiple of num_envs)."""
+    num_minibatches: int = 8
+    """Minibatches per training step."""
+    unroll_length: int = 30
+    """Steps per environment in one collected trajectory."""
+    num_updates_per_batch: int = 16
+    """Passes over each collected batch."""
+    discounting: float = 0.995
+    """Discount."""
+    learning_rate: float = 1e-3
+    """Adam learning rate."""
+    entropy_cost: float = 1e-2
+    """Entropy bonus weight."""
+    reward_scaling: float = 1.0
+    """Rewards are multiplied by this for training."""
+    max_grad_norm: float | None = None
+    """Global gradient-norm clip; None: none."""
+    policy_hidden: tuple[int, ...] = (32, 32, 32, 32)
+    """Policy MLP hidden widths."""
+    value_hidden: tuple[int, ...] = (256, 256, 256, 256, 256)
+    """Value MLP hidden widths."""
+    eval_every_steps: int = 200_000
+    """Environment steps between evaluations (rounded up to whole training steps)."""
+
+
+@dataclass(frozen=True)
+class APGConfig:
+    """brax APG (`brax.training.agents.apg.train`) hyperparameters (observations always normalised)."""
+
+    source: str = ""
+    """Where these values come from (shown in the benchmark's table of configurations)."""
+    num_envs: int = 64
+    """Parallel environments."""
+    horizon_length: int = 32
+    """Steps back-propagated per update."""
+    learning_rate: float = 1e-4
+    """Initial Adam learning rate."""
+    schedule_decay: float = 0.997
+    """Exponential learning-rate decay per update."""
+    max_gradient_norm: float = 1e9
+    """Global gradient-norm clip (brax also clips each element to 1)."""
+    hidden: tuple[int, ...] = (32, 32, 32, 32)
+    """Policy MLP hidden widths."""
+    eval_every_steps: int = 100_000
+    """Environment steps between evaluations (rounded up to whole updates)."""
+
+
+@dataclass(frozen=True)
+class ThroughputOptions:
+    """The grid the throughput suite measures."""
+
+    envs: tuple[str, ...] = ()
+    """Environments to measure, each with its configs/env/<name>.yaml SHAC settings; empty: `env`."""
+    num_envs: tuple[int, ...] = (16, 64, 256)
+    """N values."""
+    horizons: tuple[int, ...] = (8, 16, 32, 64, 128)
+    """h values."""
+    repeats: int = 3
+    """Timed calls per measurement after a warm-up call (the median is reported)."""
+    apg: bool = True
+    """Also time brax APG's update at each point."""
+    apg_updates: int = 2
+    """APG updates per timed APG epoch (three epochs: the first compiles)."""
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig(TrainConfig):
+    """A training config (env, SHAC hyperparameters, smoothing) plus what the benchmarks run."""
+
+    suite: str = "learning"
+    """learning (return against wall-clock and env steps) or throughput (time per epoch)."""
+    preset: str = "cpu"
+    """Name of the preset the grid came from (configs/preset/), recorded with the results."""
+    budget_minutes: float = 4.0
+    """learning: training wall-clock of each method and seed (compile and evaluation excluded)."""
+    seeds: int = 1
+    """learning: seeds per method (0 .. seeds-1, offset by `seed`)."""
+    methods: tuple[str, ...] = METHODS
+    """learning: which of shac, apg, ppo to train."""
+    shac_eval_every_steps: int = 65_536
+    """learning: SHAC's environment steps between evaluations (rounded up to whole epochs)."""
+    eval_episodes: int = 16
+    """Episodes per evaluation (the same deterministic evaluation for every method)."""
+    from_results: str = ""
+    """A results.json of an earlier run: re-render its table, plots and docs section instead of measuring."""
+    docs: str = "docs/benchmarks.md"
+    """Markdown file whose generated section for this suite and env is replaced; empty: none."""
+    ppo: dict[str, PPOConfig] = field(default_factory=dict)
+    """learning: PPO's named configurations (configs/peers/<env>.yaml); each is tried with one seed
+    and the best final return gets `seeds` seeds."""
+    apg: dict[str, APGConfig] = field(default_factory=dict)
+    """learning: APG's named configurations, tried like PPO's; throughput: the first one is timed."""
+    throughput: ThroughputOptions = ThroughputOptions()
+
+
+def validate_benchmark(config: BenchmarkConfig) -> None:
+    """Raises ConfigError for the first benchmark value out of range (the training part is checked by
+    `shac.config.validate`)."""
+    if config.suite not in SUITES:
+        raise ConfigError(f"unknown suite '{config.suite}'; available: {', '.join(SUITES)}")
+    unknown = [m for m in config.methods if m not in METHODS]
+    if unknown or not config.methods:
+        raise ConfigError(f"methods must be a non-empty subset of {', '.join(METHODS)}, got {list(config.methods)}")
+    peers = {"ppo": config.ppo, "apg": config.apg}
+    needed = set(config.methods) if config.suite == "learning" else {"apg"} if config.throughput.apg else set()
+    for method, configs in peers.items():
+        if method in needed and not configs:
+            raise ConfigError(f"{method} has no configurations; add one under '{method}:' in configs/peers/<env>.yaml")
+    positive = {
+        "budget_minutes": config.budget_minutes,
+        "seeds": config.seeds,
+        "eval_episodes": config.eval_episodes,
+        "shac_eval_every_steps": config.shac_eval_every_steps,
+        "throughput.repeats": config.throughput.repeats,
+        "throughput.apg_updates": config.throughput.apg_updates,
+    }
+    for method, configs in peers.items():
+        positive |= {f"{method}.{name}.eval_every_steps": c.eval_every_steps for name, c in configs.items()}
+    for name, value in positive.items():
+        if not value > 0:
+            raise ConfigError(f"{name} must be > 0, got {value}")
+    for name, ppo in config.ppo.items():
+        if (ppo.batch_size * ppo.num_minibatches) % ppo.num_envs:
+            raise ConfigError(
+                f"ppo.{name}.batch_size * ppo.{name}.num_minibatches ({ppo.batch_size} * {ppo.num_minibatches}) "
+                f"must be a multiple of ppo.{name}.num_envs ({ppo.num_envs})"
+            )
+    grid = config.throughput
+    for name, values in {"throughput.num_envs": grid.num_envs, "throughput.horizons": grid.horizons}.items():
+        if not values or min(values) < 1:
+            raise ConfigError(f"{name} must be a non-empty list of values >= 1, got {list(values)}")
+
+
+def register_benchmark_config() -> None:
+    """Registers the schema `configs/benchmark.yaml` extends (`base_benchmark_config`)."""
+    ConfigStore.instance().store(name="base_benchmark_config", node=schema(BenchmarkConfig))
