@@ -1,7 +1,9 @@
 """Benchmarks against the peers: `python launch/benchmark.py suite=learning env=ant budget_minutes=6 seeds=1`.
 
-suite=learning trains SHAC (and with methods=[...] AHAC, SAPO), brax APG and brax PPO on `env` with the same
-training wall-clock budget each (compile and evaluation time excluded) and
+suite=learning trains every configuration of brax APG and brax PPO in
+configs/peers/<env>.yaml with one seed, then SHAC (and with methods=[...] AHAC,
+SAPO) and each peer's best configuration with `seeds` seeds, all with the same
+training wall-clock budget per run (compile and evaluation time excluded) and
 the same deterministic evaluation; suite=throughput times SHAC's epoch
 against its forward rollout and brax APG's update over an (N, h) grid
 (`preset=gpu` for an accelerator). Writes results.json and PNG plots into the
@@ -28,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from launch.runtime import configure_runtime
 from shac.config import AlgoConfig, ConfigError
 from shac.run.hydra_config import register_configs, to_config
-from shac.tools.benchmarks.config import BenchmarkConfig, register_benchmark_config, validate_benchmark
+from shac.tools.benchmarks.config import METHODS, BenchmarkConfig, register_benchmark_config, validate_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 register_configs()
@@ -70,34 +72,46 @@ def method_algo(config: BenchmarkConfig, method: str) -> AlgoConfig:
 
 
 def learning(config: BenchmarkConfig, meta: dict) -> dict:
-    """Trains every method and seed; the results with every run's records."""
+    """Trains every configuration of each peer with seed `seed`, then SHAC and each peer's best
+    configuration with `seeds` seeds (the first one's run reused); the results with every run's records."""
     from shac.config import make_env
-    from shac.tools.benchmarks import learning
+    from shac.tools.benchmarks import learning, report
 
     env = make_env(config.env, config.randomization, config.smoothing)
     budget_s = config.budget_minutes * 60
+    peers = {"apg": config.apg, "ppo": config.ppo}
     runs = []
+
+    def train(method: str, name: str, seed: int) -> None:
+        print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
+        if method in ("shac", "ahac", "sapo"):
+            algo = method_algo(config, method)
+            result = learning.train_shac(env, algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps)
+        elif method == "apg":
+            result = learning.train_apg(env, config.apg[name], seed, budget_s, config.eval_episodes, name)
+        else:
+            result = learning.train_ppo(env, config.ppo[name], seed, budget_s, config.eval_episodes, name)
+        last = result.records[-1]
+        print(
+            f"  {len(result.records)} evaluations, final return {last.eval_return:.1f} after "
+            f"{last.wall_time_s:.0f} s and {last.env_steps} steps (compile {result.compile_s or 0:.0f} s)",
+            flush=True,
+        )
+        runs.append({"method": method, "config": name, "seed": seed, **result.to_json()})
+
+    for method in (m for m in config.methods if m in peers):
+        for name in peers[method]:
+            train(method, name, config.seed)
+    records = [r for run in runs for r in run["records"]]
+    chosen = {"shac": "paper", "ahac": "paper", "sapo": "paper", **report.best_configs(records, config.seed)}
+    done = {(run["method"], run["config"], run["seed"]) for run in runs}
     for method in config.methods:
         for seed in range(config.seed, config.seed + config.seeds):
-            print(f"{method} seed {seed}: training for {budget_s:.0f} s", flush=True)
-            if method in ("shac", "ahac", "sapo"):
-                algo = method_algo(config, method)
-                result = learning.train_shac(
-                    env, algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps
-                )
-            elif method == "apg":
-                result = learning.train_apg(env, config.apg, seed, budget_s, config.eval_episodes)
-            else:
-                result = learning.train_ppo(env, config.ppo, seed, budget_s, config.eval_episodes)
-            last = result.records[-1]
-            print(
-                f"  {len(result.records)} evaluations, final return {last.eval_return:.1f} after "
-                f"{last.wall_time_s:.0f} s and {last.env_steps} steps (compile {result.compile_s or 0:.0f} s)",
-                flush=True,
-            )
-            runs.append({"method": method, "seed": seed, **result.to_json()})
+            if (method, chosen[method], seed) not in done:
+                train(method, chosen[method], seed)
+    sources = {method: {name: c.source for name, c in peers[method].items()} for method in peers}
     results = {**meta, "suite": "learning", "env": config.env.name, "budget_s": budget_s}
-    return results | {"config": dataclasses.asdict(config), "runs": runs}
+    return results | {"config": dataclasses.asdict(config), "chosen": chosen, "sources": sources, "runs": runs}
 
 
 def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
@@ -114,9 +128,8 @@ def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
         for n in grid.num_envs:
             for h in grid.horizons:
                 print(f"{name} N={n} h={h}", flush=True)
-                point = throughput.measure_point(
-                    name, env, algo, n, h, grid.repeats, config.apg if grid.apg else None, grid.apg_updates
-                )
+                apg = next(iter(config.apg.values())) if grid.apg else None  # the first configuration listed
+                point = throughput.measure_point(name, env, algo, n, h, grid.repeats, apg, grid.apg_updates)
                 print("  " + ", ".join(f"{k} {v:.3g}" for k, v in point.items() if isinstance(v, float)), flush=True)
                 results["points"].append(point)
                 (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -128,10 +141,19 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
     from shac.tools.benchmarks import report
 
     if results["suite"] == "learning":
-        records = [r for run in results["runs"] for r in run["records"]]
-        title = f"{results['env']}, {results['budget_s'] / 60:g} min per method"
-        table = report.learning_table(report.learning_summary(records))
-        return f"learning_{results['env']}", table, report.plot_learning(records, title, out / "learning")
+        records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]
+        chosen = results.get("chosen", {r["method"]: "default" for r in records})
+        compared = sorted(report.of_configs(records, chosen), key=lambda r: METHODS.index(r["method"]))
+        title = f"{results['env']}, {results['budget_s'] / 60:g} min per run"
+        table = report.learning_table(report.learning_summary(compared))
+        plots = report.plot_learning(compared, title, out / "learning")
+        if len(compared) < len(records):
+            seed = results["config"]["seed"]
+            tried = [{**r, "method": f"{r['method']} {r['config']}"} for r in records if r["seed"] == seed]
+            configurations = report.configurations_table(records, results.get("sources", {}), chosen)
+            table = f"Every configuration tried:\n\n{configurations}\n\nSHAC against the best of each peer:\n\n{table}"
+            plots += report.plot_learning(tried, f"{title}, seed {seed}", out / "configurations")
+        return f"learning_{results['env']}", table, plots
     section = f"throughput_{'_'.join(results['envs'])}_{results['preset']}"
     points = results["points"]
     return section, report.throughput_table(points), [report.plot_throughput(points, out / "throughput.png")]

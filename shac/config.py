@@ -189,7 +189,10 @@ class LoggerConfig:
     log_every: int = 1
     """Write metrics every this many epochs."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: a live bar when stdout is a terminal, otherwise one plain line every
+    `progress_every` epochs (epoch/total, env steps, return, steps/s, elapsed, ETA)."""
+    progress_every: int = 10
+    """Epochs between plain progress lines (when stdout is not a terminal: a file, a cluster log)."""
     video_every: int = 0
     """Render one deterministic episode to `videos/epoch_<k>.mp4` in the run directory (and
     W&B) every this many epochs; 0 disables. Needs headless OpenGL (MUJOCO_GL=egl)."""
@@ -294,6 +297,14 @@ class DiagnoseConfig(TrainConfig):
     diagnose: DiagnoseOptions = DiagnoseOptions()
 
 
+def named_configs(hint: object) -> type | None:
+    """The dataclass X of a `dict[str, X]` type hint (named configurations of one kind); else None."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+        return args[1]
+    return None
+
+
 def from_dict(cls: type, values: dict, prefix: str = ""):
     """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples).
 
@@ -307,6 +318,9 @@ def from_dict(cls: type, values: dict, prefix: str = ""):
             raise ConfigError(unknown_key_message(f"{prefix}{name}", cls))
         if dataclasses.is_dataclass(hints[name]):
             value = from_dict(hints[name], value, f"{prefix}{name}.")
+        elif named_configs(hints[name]) is not None:
+            entry = named_configs(hints[name])
+            value = {key: from_dict(entry, v, f"{prefix}{name}.{key}.") for key, v in value.items()}
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
@@ -364,6 +378,7 @@ def validate(cfg: TrainConfig) -> None:
         "algo.critic_minibatches": algo.critic_minibatches,
         "eval.episodes": cfg.eval.episodes,
         "logger.log_every": cfg.logger.log_every,
+        "logger.progress_every": cfg.logger.progress_every,
         "checkpoint.max_to_keep": cfg.checkpoint.max_to_keep,
     }
     if cfg.env.max_velocity is not None:
