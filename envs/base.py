@@ -11,6 +11,7 @@ object.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,16 +85,39 @@ class MjxEnv(BraxEnv, abc.ABC):
     """Base class of all environments: MJX physics with a fixed control period.
 
     Subclasses implement `initial_data`, `observation`, `reward` and, if the
-    task can fail early, `terminated`.
+    task can fail early, `terminated`, and pass their constructor's other
+    keyword arguments (`**options`) on to this one. An environment is built once
+    with everything that changes its physics and is not changed afterwards.
 
     Args:
-        xml: MJCF file name under `envs/assets/`.
+        xml: MJCF file name under `envs/assets/`, or the absolute path of one
+            (an environment in another package).
         ctrl_dt: control period in seconds; must be a multiple of the model's
             physics time step.
         episode_length: control steps per episode before time-limit truncation.
+        smoothing: how contacts are simulated and differentiated (see
+            `envs.physics.smoothing`); with `state_grad_clip`, the gradient
+            flowing back through the state is clipped at every control step.
+        randomization: `element:name:attribute` -> (low, high) (see
+            `envs.physics.parameters`): these model parameters are sampled per
+            episode at reset, uniformly; the values travel in
+            `state.info["model_params"]` (float32 [P]) and every step simulates
+            with them, so gradients still flow through the physics. None or
+            empty: the nominal model.
+        unroll_substeps: unroll the substep loop (faster on the ant, slower on
+            the hopper: `EnvConfig.unroll_substeps`).
     """
 
-    def __init__(self, xml: str, *, ctrl_dt: float, episode_length: int):
+    def __init__(
+        self,
+        xml: str,
+        *,
+        ctrl_dt: float,
+        episode_length: int,
+        smoothing: Smoothing = Smoothing(),
+        randomization: Mapping[str, tuple[float, float]] | None = None,
+        unroll_substeps: bool = False,
+    ):
         mj_model = mujoco.MjModel.from_xml_path(str(ASSETS / xml))
         check_differentiable(mj_model, xml)
         n_substeps = round(ctrl_dt / mj_model.opt.timestep)
@@ -106,31 +130,14 @@ class MjxEnv(BraxEnv, abc.ABC):
         self.ctrl_dt = ctrl_dt
         self.n_substeps = n_substeps
         self.episode_length = episode_length
-        self.randomized: tuple[ModelParameter, ...] = ()
-        self.randomization_ranges = np.zeros((0, 2))
-        self.smoothing = Smoothing()
-        self.unroll_substeps = False
-        """Unroll the substep loop (faster on the ant, slower on the hopper: `EnvConfig.unroll_substeps`)."""
-
-    def smooth(self, smoothing: Smoothing) -> None:
-        """Simulates and differentiates contacts as `smoothing` says (see `envs.physics.smoothing`)."""
         self.smoothing = smoothing
-
-    def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
-        """Samples the named model parameters per episode at reset, uniformly in [low, high].
-
-        Args:
-            ranges: `element:name:attribute` -> (low, high), see `envs.physics.parameters`.
-
-        The sampled values travel in `state.info["model_params"]` (float32 [P]) and
-        every step simulates with them, so gradients still flow through the
-        physics. An empty dict turns randomisation off.
-        """
+        self.unroll_substeps = unroll_substeps
+        ranges = dict(randomization or {})
         for key, (low, high) in ranges.items():
             if not low <= high:
                 raise ValueError(f"randomization range of '{key}' has low {low} > high {high}")
-        self.randomized = parse_all(list(ranges), self.mj_model)
-        self.randomization_ranges = np.array([ranges[key] for key in ranges], np.float32).reshape(-1, 2)
+        self.randomized: tuple[ModelParameter, ...] = parse_all(list(ranges), mj_model)
+        self.randomization_ranges = np.array(list(ranges.values()), np.float32).reshape(-1, 2)
 
     def model(self, state: State) -> mjx.Model:
         """The MJX model that simulates `state`: the nominal one, with its sampled parameters if randomised."""

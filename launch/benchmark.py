@@ -20,19 +20,19 @@ import platform
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from launch.runtime import configure_runtime
-from shac.config import AlgoConfig, ConfigError
-from shac.run.hydra_config import register_configs, to_config
-from shac.tools.benchmarks.config import BenchmarkConfig, register_benchmark_config, validate_benchmark
+from launch.runtime import configure_runtime, headless_rendering
+
+if TYPE_CHECKING:  # imported in main(), after headless_rendering(): shac.config imports mujoco
+    from shac.config import AlgoConfig
+    from shac.tools.benchmarks.config import BenchmarkConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-register_configs()
-register_benchmark_config()
 
 
 def machine(load_average: tuple[float, float, float]) -> dict:
@@ -55,6 +55,8 @@ def env_algo(name: str) -> AlgoConfig:
     base = OmegaConf.load(ROOT / "configs/algo/shac.yaml")
     values = OmegaConf.merge(base, OmegaConf.load(ROOT / f"configs/env/{name}.yaml").algo)
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in OmegaConf.to_container(values).items()}
+    from shac.config import AlgoConfig
+
     return AlgoConfig(**values)
 
 
@@ -148,6 +150,10 @@ def write_docs(doc: Path, section: str, results: dict, table: str, files: list[P
 
 @hydra.main(version_base=None, config_path="../configs", config_name="benchmark")
 def main(cfg: DictConfig) -> None:
+    from shac.config import ConfigError
+    from shac.run.hydra_config import to_config
+    from shac.tools.benchmarks.config import BenchmarkConfig, validate_benchmark
+
     load_average = os.getloadavg()
     try:
         config = to_config(cfg, BenchmarkConfig)
@@ -178,4 +184,10 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    headless_rendering()  # before anything imports mujoco
+    from shac.run.hydra_config import register_configs
+    from shac.tools.benchmarks.config import register_benchmark_config
+
+    register_configs()
+    register_benchmark_config()
     main()

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import MISSING
+
+from launch import cli
 
 METHODS = ("autodiff", "finite_difference")
 
@@ -47,12 +47,9 @@ class SysidArgs:
 
 
 def parse(argv: list[str]) -> SysidArgs:
-    try:
-        args = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SysidArgs), OmegaConf.from_dotlist(argv)))
-    except OmegaConfBaseException as e:
-        sys.exit(
-            f"usage: python launch/sysid.py data=<file> env=<name> params=[element:name:attribute,...]\nerror: {e}"
-        )
+    args = cli.parse(
+        SysidArgs, argv, "usage: python launch/sysid.py data=<file> env=<name> params=[element:name:attribute,...]"
+    )
     if not args.params:
         sys.exit("params must name at least one parameter, e.g. params=[joint:hinge:damping]")
     if args.method not in METHODS:
@@ -105,7 +102,7 @@ def main(argv: list[str]) -> None:
     cost = {args.method: result.seconds_per_gradient}
     if args.compare_cost:
         other = METHODS[1 - METHODS.index(args.method)]
-        cost[other] = _time_gradient(problem, values, other)
+        cost[other] = sysid.time_gradient(problem, values, other)
     report.update(
         data=str(args.data),
         env=args.env,
@@ -123,26 +120,6 @@ def main(argv: list[str]) -> None:
     print("\n".join(identifiability.summary_lines(report)))
     print("seconds per gradient: " + ", ".join(f"{k} {v:.4g}" for k, v in cost.items()))
     print(f"report: {out / 'sysid.json'}, figure: {out / 'landscape.png'}")
-
-
-def _time_gradient(problem, values, method: str) -> float | str:
-    """Seconds for one gradient by `method` (after compilation), or why it failed."""
-    import jax
-    import jax.numpy as jnp
-
-    try:
-        if method == "autodiff":
-            grad = jax.jit(jax.grad(problem.loss))
-            point = jnp.asarray(values, jnp.float32)
-            jax.block_until_ready(grad(point))
-            start = time.perf_counter()
-            jax.block_until_ready(grad(point))
-        else:
-            start = time.perf_counter()
-            problem.finite_difference_gradient(values)
-        return time.perf_counter() - start
-    except Exception as e:
-        return f"unavailable: {type(e).__name__}: {e}"
 
 
 def _map(loss):

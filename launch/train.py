@@ -96,6 +96,7 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco
+    sys.path.append(str(Path.cwd()))  # env.name=package.module:Class from the working directory, as `python -m` does
     from shac.run.hydra_config import register_configs
 
     register_configs()

@@ -14,8 +14,7 @@ from shac.run.train import train
 
 
 def test_reset_samples_parameters_per_env_and_step_uses_them():
-    env = envs.make("pendulum_swingup")
-    env.randomize({"joint:hinge:damping": (0.5, 1.0)})
+    env = envs.make("pendulum_swingup", randomization={"joint:hinge:damping": (0.5, 1.0)})
     states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 8))
     damping = np.asarray(states.info["model_params"][:, 0])
     assert ((damping >= 0.5) & (damping <= 1.0)).all() and np.ptp(damping) > 0.05
@@ -29,7 +28,7 @@ def test_reset_samples_parameters_per_env_and_step_uses_them():
 
 def test_bad_range_is_named():
     with pytest.raises(ValueError, match=re.escape("range of 'joint:hinge:damping' has low 2.0 > high 1.0")):
-        envs.make("pendulum_swingup").randomize({"joint:hinge:damping": (2.0, 1.0)})
+        envs.make("pendulum_swingup", randomization={"joint:hinge:damping": (2.0, 1.0)})
 
 
 def test_training_with_randomization_from_a_sysid_report(tmp_path):

@@ -125,7 +125,7 @@ class Shac:
             reset_states,
             key,
             self.config.horizon,
-            self.config.checkpoint_every,
+            self.config.remat_every,
         )
         loss = losses.actor_loss(window.rewards, window.next_values, window.dones, self.config.gamma)
         return loss, (env_state, window)

@@ -62,7 +62,7 @@ def rollout(
     reset_states: State,
     key: jax.Array,
     horizon: int,
-    checkpoint_every: int = 0,
+    remat_every: int = 0,
 ) -> tuple[State, Window]:
     """Runs `horizon` steps of the batched env under the stochastic policy.
 
@@ -79,7 +79,7 @@ def rollout(
         reset_states: batched [N] initial states used for resets.
         key: randomness of the action noise.
         horizon: h, the number of steps.
-        checkpoint_every: if k > 0 (k must divide h), the window runs as h / k
+        remat_every: if k > 0 (k must divide h), the window runs as h / k
             segments of k steps and the backward pass keeps only the state at
             each segment's start, recomputing the segment's forward steps
             (`jax.checkpoint`): memory ~ (h / k) states + k steps of
@@ -116,13 +116,32 @@ def rollout(
         return tree_where(done, reset_states, next_state), record
 
     keys = jax.random.split(key, horizon)
-    if not checkpoint_every:
+    if not remat_every:
         return jax.lax.scan(step, env_state, keys)
-    segments = horizon // checkpoint_every
+    segments = horizon // remat_every
 
     @jax.checkpoint
     def segment(state: State, segment_keys: jax.Array) -> tuple[State, Window]:
         return jax.lax.scan(step, state, segment_keys)
 
-    env_state, window = jax.lax.scan(segment, env_state, keys.reshape(segments, checkpoint_every, *keys.shape[1:]))
+    env_state, window = jax.lax.scan(segment, env_state, keys.reshape(segments, remat_every, *keys.shape[1:]))
     return env_state, jax.tree.map(lambda x: x.reshape(horizon, *x.shape[2:]), window)
+
+
+def window_rewards(step: Callable[[State, jax.Array], State], start: State, actions: jax.Array) -> jax.Array:
+    """The rewards of `start` stepped open loop under `actions`, without resets.
+
+    Args:
+        step: the environment's step, or its `jax.vmap` for a batch.
+        start: the first state (with a leading [N] axis for a batch).
+        actions: float32 [h, action_dim] or [h, N, action_dim].
+
+    Returns:
+        float32 [h] or [h, N] rewards, differentiable in `actions` and `start`.
+    """
+
+    def one_step(state: State, action: jax.Array) -> tuple[State, jax.Array]:
+        state = step(state, action)
+        return state, state.reward
+
+    return jax.lax.scan(one_step, start, actions)[1]

@@ -27,7 +27,6 @@ from shac.config import (
     TrainConfig,
     from_dict,
     to_train_config,
-    validate_distributed,
 )
 
 
@@ -78,9 +77,7 @@ def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
         ConfigError: a `distributed.*` value out of range (the run's config is validated later).
     """
     values = OmegaConf.to_container(cfg, resolve=True)
-    options = from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
-    validate_distributed(options.distributed)
-    return values, options
+    return values, from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
 
 
 def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:

@@ -381,3 +381,26 @@ def _backtrack(objective, theta, loss, grad, direction, shrink=0.5, tries=30, ar
             return candidate
         step *= shrink
     return theta
+
+
+def time_gradient(problem: Problem, values: np.ndarray, method: str) -> float | str:
+    """Seconds for one gradient of `problem`'s loss at `values` by `method` (after compilation), or why it failed.
+
+    Args:
+        problem: the fitting problem.
+        values: float [P] parameter values.
+        method: "autodiff" (MJX, jitted) or "finite_difference" (MuJoCo's C simulator).
+    """
+    try:
+        if method == "autodiff":
+            grad = jax.jit(jax.grad(problem.loss))
+            point = jnp.asarray(values, jnp.float32)
+            jax.block_until_ready(grad(point))
+            start = time.perf_counter()
+            jax.block_until_ready(grad(point))
+        else:
+            start = time.perf_counter()
+            problem.finite_difference_gradient(values)
+        return time.perf_counter() - start
+    except Exception as e:
+        return f"unavailable: {type(e).__name__}: {e}"
