@@ -24,8 +24,9 @@ from flax import struct
 from mujoco import mjx
 
 from envs.physics.mjx_math import with_contractions
+from envs.physics.model_options import compile_model
 from envs.physics.parameters import ModelParameter, parse_all, write_all
-from envs.physics.smoothing import Smoothing, clip_gradient
+from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -95,6 +96,10 @@ class MjxEnv(BraxEnv, abc.ABC):
         ctrl_dt: control period in seconds; must be a multiple of the model's
             physics time step.
         episode_length: control steps per episode before time-limit truncation.
+        substeps: physics steps per control period (the model's time step becomes
+            `ctrl_dt / substeps`); None keeps the MJCF's time step.
+        physics: MJCF values changed before the model compiles,
+            `element:name:attribute` -> value (see `envs.physics.model_options`).
         smoothing: how contacts are simulated and differentiated (see
             `envs.physics.smoothing`); with `state_grad_clip`, the gradient
             flowing back through the state is clipped at every control step.
@@ -114,11 +119,14 @@ class MjxEnv(BraxEnv, abc.ABC):
         *,
         ctrl_dt: float,
         episode_length: int,
+        substeps: int | None = None,
+        physics: Mapping[str, float] | None = None,
         smoothing: Smoothing = Smoothing(),
         randomization: Mapping[str, tuple[float, float]] | None = None,
         unroll_substeps: bool = False,
     ):
-        mj_model = mujoco.MjModel.from_xml_path(str(ASSETS / xml))
+        spec = mujoco.MjSpec.from_file(str(ASSETS / xml))
+        mj_model = compile_model(spec, physics or {}, substeps, ctrl_dt)
         check_differentiable(mj_model, xml)
         n_substeps = round(ctrl_dt / mj_model.opt.timestep)
         if n_substeps < 1 or abs(n_substeps * mj_model.opt.timestep - ctrl_dt) > 1e-9:
@@ -216,10 +224,13 @@ class MjxEnv(BraxEnv, abc.ABC):
         """`n_substeps` MJX steps of `model` with the control held at `action`.
 
         Contacts follow `self.smoothing`; with `state_grad_clip` the gradient
-        flowing back into `data` is clipped to that norm.
+        flowing back into `data` is clipped to that norm, with `state_grad_decay`
+        scaled by that factor.
         """
         if self.smoothing.state_grad_clip > 0:
             data = clip_gradient(data, self.smoothing.state_grad_clip)
+        if self.smoothing.state_grad_decay < 1:
+            data = scale_gradient(data, self.smoothing.state_grad_decay)
         data = data.replace(ctrl=action)
 
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:

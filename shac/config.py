@@ -59,6 +59,12 @@ class EnvConfig:
     point, or `package.module:Class` (README, "Adding an environment")."""
     episode_length: int | None = None
     """Control steps per episode; None keeps the environment's default."""
+    substeps: int | None = None
+    """Physics steps per control step (the model's time step becomes the control period divided by
+    this); None keeps the task's MJCF time step."""
+    physics: dict[str, float] = field(default_factory=dict)
+    """MJCF values changed before the model compiles, `element:name:attribute` -> value, `*` for
+    every element (joints: every actuated joint), e.g. `{joint:*:armature: 0.05}` (see `envs.physics.model_options`)."""
     unroll_substeps: bool = False
     """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
     the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
@@ -70,6 +76,8 @@ class EnvConfig:
             raise ConfigError(str(e)) from None
         if self.episode_length is not None:
             _check_positive({"env.episode_length": self.episode_length})
+        if self.substeps is not None:
+            _check(self.substeps >= 1, f"env.substeps must be >= 1, got {self.substeps}")
 
     def declared_episode_length(self) -> int | None:
         """Control steps per episode of this environment, from its class (no model is built); None if undeclared."""
@@ -118,6 +126,10 @@ class AlgoConfig:
     """Initial state-independent log standard deviation of the policy."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
+    action_mean_penalty: float = 0.0
+    """c >= 0: the actor loss adds c * mean(mu^2) over the window, mu the policy's mean before the tanh
+    squash, so the policy stays out of saturation, where tanh (and joints pressed into their limits)
+    pass no gradient. A training-only term: the task's reward and the evaluation are unchanged."""
     remat_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
     recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);
@@ -165,6 +177,7 @@ class AlgoConfig:
             _check(0.0 <= beta < 1.0, f"{name} must be in [0, 1), got {beta}")
         for name, widths in {"algo.actor_hidden": self.actor_hidden, "algo.critic_hidden": self.critic_hidden}.items():
             _check(all(w > 0 for w in widths), f"{name} widths must be > 0, got {list(widths)}")
+        _check_non_negative({"algo.action_mean_penalty": self.action_mean_penalty})
         _check(
             self.remat_every >= 0 and (self.remat_every == 0 or self.horizon % self.remat_every == 0),
             f"algo.remat_every={self.remat_every} must be 0 (off) or divide algo.horizon={self.horizon}",
@@ -406,6 +419,10 @@ def make_env(
     options = {"unroll_substeps": env_cfg.unroll_substeps}
     if env_cfg.episode_length is not None:
         options["episode_length"] = env_cfg.episode_length
+    if env_cfg.substeps is not None:
+        options["substeps"] = env_cfg.substeps
+    if env_cfg.physics:
+        options["physics"] = env_cfg.physics
     if smoothing is not None:
         options["smoothing"] = smoothing
     try:

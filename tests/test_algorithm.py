@@ -1,5 +1,7 @@
 """One SHAC epoch on the toy env: bookkeeping, target update and non-finite safety."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,3 +96,33 @@ def test_epoch_returns_the_types_it_takes_so_it_compiles_once():
     new_state = jax.eval_shape(shac.epoch, state)[0]
     for old, new in zip(jax.tree.leaves(state), jax.tree.leaves(new_state), strict=True):
         assert (old.shape, old.dtype, jax.typeof(old).weak_type) == (new.shape, new.dtype, new.weak_type)
+
+
+def test_action_mean_penalty_adds_c_times_the_mean_squared_pre_squash_mean():
+    env = LineEnv(episode_length=3)
+    plain = Shac(CONFIG, env)
+    penalised = Shac(dataclasses.replace(CONFIG, action_mean_penalty=0.5), env)
+    state = plain.init(jax.random.key(0))
+    reset_states = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), CONFIG.num_envs))
+    key = jax.random.key(2)
+    loss, (_, window) = plain.actor_objective(state.actor_params, state, reset_states, key)
+    penalised_loss, _ = penalised.actor_objective(state.actor_params, state, reset_states, key)
+    mean, _ = plain.policy(state.actor_params)(window.obs)  # [h, N, 1]
+    # the same window (same key); the loss grows by c * mean over h * N actions of mu^2, c = 0.5
+    assert float(penalised_loss) == pytest.approx(float(loss) + 0.5 * float(jnp.mean(mean**2)), rel=1e-6)
+    # its gradient pulls the mean towards 0: d/dmu (c mu^2) = 2 c mu, never zero where tanh saturates
+    grad = jax.grad(lambda p: penalised.actor_objective(p, state, reset_states, key)[0])(state.actor_params)
+    assert all(np.isfinite(x).all() for x in leaves(grad))
+
+
+def test_saturation_counts_means_that_squash_past_0_95():
+    shac = Shac(CONFIG, LineEnv())
+    params = shac.init(jax.random.key(0)).actor_params
+    obs = jax.random.normal(jax.random.key(1), (64, 2))
+    # all weights x0: every mean is 0, tanh(0) = 0, nothing saturates
+    assert float(shac.saturation(jax.tree.map(jnp.zeros_like, params), obs)) == 0.0
+    # all weights x100: means of order 100; tanh(mu) > 0.95 exactly where |mu| > atanh(0.95) = 1.832
+    loud = jax.tree.map(lambda x: 100.0 * x, params)
+    mean, _ = shac.policy(loud)(obs)
+    assert float(shac.saturation(loud, obs)) == pytest.approx(float(jnp.mean(jnp.abs(mean) > 1.8318)))
+    assert float(shac.saturation(loud, obs)) > 0.5

@@ -53,6 +53,7 @@ def test_the_horizon_is_checked_against_the_declared_episode_length_without_buil
         raise AssertionError("a model was built")
 
     monkeypatch.setattr(mujoco.MjModel, "from_xml_path", no_model)
+    monkeypatch.setattr(mujoco.MjSpec, "from_file", no_model)
     assert envs.declared_episode_length(USER_ENV) == 50
     TrainConfig(env=EnvConfig(name=USER_ENV), algo=AlgoConfig(horizon=50))
     with pytest.raises(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from envs.physics.smoothing import Smoothing, clip_gradient
+from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
 
 MODEL = mjx.put_model(mujoco.MjModel.from_xml_path(str(Path(__file__).parent / "assets" / "ball.xml")), impl="jax")
 SOFT = dict(timeconst=0.1, dampratio=1.0)
@@ -84,8 +84,22 @@ def test_state_gradient_clip_bounds_the_norm():
     assert float(jnp.linalg.norm(jax.grad(energy)(qvel, 0.5))) == pytest.approx(0.5, rel=1e-5)
 
 
+def test_state_gradient_decay_scales_the_cotangent():
+    data = mjx.make_data(MODEL)
+
+    def energy(qvel, factor):
+        return jnp.sum(scale_gradient(data.replace(qvel=qvel), factor).qvel ** 2)
+
+    qvel = jnp.arange(6.0)
+    # d/dqvel sum(qvel^2) = 2 qvel, scaled by the factor; the value is untouched
+    np.testing.assert_allclose(jax.grad(energy)(qvel, 0.25), 0.5 * qvel)
+    assert float(energy(qvel, 0.25)) == pytest.approx(55.0)  # 0+1+4+9+16+25
+
+
 def test_bad_smoothing_values_are_named():
     with pytest.raises(ValueError, match=re.escape("unknown smoothing mode 'smooth'; available: none, soft")):
         Smoothing(mode="smooth")
     with pytest.raises(ValueError, match="timeconst and dampratio must be > 0"):
         Smoothing(mode="soft", timeconst=0.0)
+    with pytest.raises(ValueError, match=re.escape("state_grad_decay must be in [0, 1], got 1.5")):
+        Smoothing(state_grad_decay=1.5)

@@ -39,6 +39,11 @@ class Smoothing:
             before touching, so their gradient is seen earlier.
         state_grad_clip: if > 0, the gradient flowing back through the state
             at each control step is clipped to this global norm (per env).
+        state_grad_decay: the gradient flowing back through the state is
+            multiplied by this factor at each control step (1: exact; 0.9
+            weighs a step k steps back by 0.9^k), so the actor's gradient leans
+            on the near future while the window and its critic targets keep
+            their length. The forward pass is unchanged.
     """
 
     mode: str = "none"
@@ -47,6 +52,7 @@ class Smoothing:
     solimp: tuple[float, ...] = (0.9, 0.95, 0.001, 0.5, 2.0)
     margin: float = 0.0
     state_grad_clip: float = 0.0
+    state_grad_decay: float = 1.0
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -59,6 +65,8 @@ class Smoothing:
             raise ValueError(
                 f"smoothing margin and state_grad_clip must be >= 0, got {self.margin}, {self.state_grad_clip}"
             )
+        if not 0.0 <= self.state_grad_decay <= 1.0:
+            raise ValueError(f"smoothing state_grad_decay must be in [0, 1], got {self.state_grad_decay}")
 
     def soften(self, model: mjx.Model) -> mjx.Model:
         """`model` with every geom's and pair's contact parameters softened."""
@@ -124,3 +132,23 @@ def _clip_backward(max_norm, cotangent):
 
 
 clip_gradient.defvjp(_clip_forward, _clip_backward)
+
+
+@jax.custom_vjp
+def scale_gradient(data: mjx.Data, factor: float) -> mjx.Data:
+    """Identity on `data`; its cotangent is multiplied by `factor`."""
+    return data
+
+
+def _scale_forward(data, factor):
+    return data, factor
+
+
+def _scale_backward(factor, cotangent):
+    def scale(x):
+        return x * jnp.asarray(factor, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return jax.tree.map(scale, cotangent), jnp.zeros_like(factor)
+
+
+scale_gradient.defvjp(_scale_forward, _scale_backward)

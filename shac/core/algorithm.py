@@ -128,7 +128,16 @@ class Shac:
             self.config.remat_every,
         )
         loss = losses.actor_loss(window.rewards, window.next_values, window.dones, self.config.gamma)
+        if self.config.action_mean_penalty > 0:
+            mean, _ = self.policy(actor_params)(jax.lax.stop_gradient(window.obs))
+            loss = loss + self.config.action_mean_penalty * jnp.mean(mean**2)
         return loss, (env_state, window)
+
+    def saturation(self, actor_params: Params, obs: jax.Array) -> jax.Array:
+        """float32 []: the fraction of action components whose mean squashes past 0.95 on `obs`
+        (normalised, [..., obs_dim]): where tanh passes almost no gradient (its slope < 0.1)."""
+        mean, _ = self.policy(actor_params)(obs)
+        return jnp.mean(jnp.abs(jnp.tanh(mean)) > 0.95)
 
     def critic_targets(self, window: Window) -> jax.Array:
         """float32 [h, N] value targets of the window."""
@@ -238,6 +247,7 @@ class Shac:
             "actor/skipped": (~actor_finite).astype(jnp.float32),
             "actor/lr": self.actor_lr(state.epoch),
             "actor/std": jnp.exp(log_std).mean(),
+            "actor/saturation": self.saturation(state.actor_params, window.obs),
             "critic/loss": critic_metrics["loss"],
             "critic/skipped": critic_metrics["skipped"].astype(jnp.float32),
             "critic/lr": self.critic_lr(state.epoch * config.critic_iterations * config.critic_minibatches),
