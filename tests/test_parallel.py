@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec
 
+import envs
 from shac.core.algorithm import Shac
 from shac.run import parallel
 from shac.run.checkpoint import Checkpointer, state_arrays
@@ -28,6 +29,14 @@ from tests.two_devices import CONFIG
 
 TWO_DEVICES = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 TIMEOUT = 300
+
+
+@pytest.fixture(scope="module", autouse=True)
+def line_env():
+    """The toy env registered as `line` while this module runs (the others see only the real tasks)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(envs._REGISTRY, "line", RegisteredLineEnv)
+        yield
 
 
 def test_state_shardings_split_the_env_batch_and_replicate_the_rest():

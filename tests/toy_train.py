@@ -1,4 +1,4 @@
-"""`launch/train.py` on the toy env (compiles in seconds): `python -m tests.toy_train <overrides>`.
+"""`launch/train.py` on the toy env registered as `line` (compiles in seconds): `python -m tests.toy_train <overrides>`.
 
 The run is `ARGS` followed by the given overrides; flags such as `-m` go first.
 """
@@ -7,8 +7,11 @@ import runpy
 import sys
 from pathlib import Path
 
+import envs
+from tests.toy_env import RegisteredLineEnv
+
 ARGS = [
-    "env.name=tests.toy_env:RegisteredLineEnv",
+    "env.name=line",
     "env.episode_length=4",
     "algo.num_envs=4",
     "algo.horizon=4",
@@ -24,7 +27,14 @@ ARGS = [
 """A tiny run of the toy env (key=value overrides only, so a resume may repeat them)."""
 
 
+def register() -> None:
+    """Registers the toy env as `line` (once per process)."""
+    if "line" not in envs.names():
+        envs.register("line", RegisteredLineEnv)
+
+
 if __name__ == "__main__":
+    register()
     script = Path(__file__).resolve().parents[1] / "launch" / "train.py"
     flags = [a for a in sys.argv[1:] if a.startswith("-")]  # e.g. -m: Hydra's parser wants them first
     sys.argv = [str(script), *flags, *ARGS, *(a for a in sys.argv[1:] if a not in flags)]
