@@ -90,6 +90,13 @@ class MjxEnv(BraxEnv, abc.ABC):
     keyword arguments (`**options`) on to this one. An environment is built once
     with everything that changes its physics and is not changed afterwards.
 
+    Attributes:
+        max_velocity: bound on every entry of `qvel` (rad/s or m/s); a state
+            past it is exploding physics, which training resets like a
+            non-finite one (`too_fast`). Far above what any task's actuators
+            produce; a task class may set its own, and the `max_velocity`
+            argument overrides it for one environment.
+
     Args:
         xml: MJCF file name under `envs/assets/`, or the absolute path of one
             (an environment in another package).
@@ -108,10 +115,15 @@ class MjxEnv(BraxEnv, abc.ABC):
             episode at reset, uniformly; the values travel in
             `state.info["model_params"]` (float32 [P]) and every step simulates
             with them, so gradients still flow through the physics. None or
-            empty: the nominal model.
+            empty: the nominal model. Raises ValueError for an unknown parameter
+            or a range that is not physically valid (`ModelParameter.check_range`).
         unroll_substeps: unroll the substep loop (faster on the ant, slower on
             the hopper: `EnvConfig.unroll_substeps`).
+        max_velocity: this environment's bound on `qvel` (see Attributes); None
+            keeps the class's.
     """
+
+    max_velocity: float = 1000.0
 
     def __init__(
         self,
@@ -124,6 +136,7 @@ class MjxEnv(BraxEnv, abc.ABC):
         smoothing: Smoothing = Smoothing(),
         randomization: Mapping[str, tuple[float, float]] | None = None,
         unroll_substeps: bool = False,
+        max_velocity: float | None = None,
     ):
         spec = mujoco.MjSpec.from_file(str(ASSETS / xml))
         mj_model = compile_model(spec, physics or {}, substeps, ctrl_dt)
@@ -140,11 +153,14 @@ class MjxEnv(BraxEnv, abc.ABC):
         self.episode_length = episode_length
         self.smoothing = smoothing
         self.unroll_substeps = unroll_substeps
+        if max_velocity is not None:
+            if not max_velocity > 0:
+                raise ValueError(f"max_velocity must be > 0, got {max_velocity}")
+            self.max_velocity = max_velocity
         ranges = dict(randomization or {})
-        for key, (low, high) in ranges.items():
-            if not low <= high:
-                raise ValueError(f"randomization range of '{key}' has low {low} > high {high}")
         self.randomized: tuple[ModelParameter, ...] = parse_all(list(ranges), mj_model)
+        for parameter in self.randomized:
+            parameter.check_range(*ranges[parameter.key], mj_model)
         self.randomization_ranges = np.array(list(ranges.values()), np.float32).reshape(-1, 2)
 
     def model(self, state: State) -> mjx.Model:
@@ -171,6 +187,10 @@ class MjxEnv(BraxEnv, abc.ABC):
         """bool [] whether the task has failed in `data` (never, by default)."""
         del data
         return jnp.array(False)
+
+    def too_fast(self, state: State) -> jax.Array:
+        """bool [] whether any velocity of `state` is past `max_velocity` (finite but exploding physics)."""
+        return jnp.abs(state.pipeline_state.qvel).max() > self.max_velocity
 
     # ------------------------------------------------------------ interface
 

@@ -14,7 +14,11 @@ runs the same command.
 checkpoint, in its directory and with its `config.json`; `key=value` overrides
 change that config (e.g. `algo.max_epochs=1000`) as long as the shapes of the
 training state stay the same. SIGINT (Ctrl-C) or SIGTERM stops a run after the
-current epoch with a checkpoint, exiting with 128 + the signal number.
+current epoch with a checkpoint, exiting with 128 + the signal number; a second
+one stops it at once. Errors are one line and a non-zero exit: bad keys and
+run directories before Hydra creates anything (`launch/preflight.py`), a run
+whose epochs keep going bad (`train.max_bad_epochs`) once it has checkpointed
+its last good state.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from launch.runtime import (
     initialize_distributed,
     shared_run_dir,
 )
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def when_resuming(resume: str | None, resuming: str, fresh: str) -> str:
@@ -76,13 +82,14 @@ def main(cfg: DictConfig) -> None:
         sys.exit(f"error: cannot resume: {e}")
     configure_compile_cache(options.compile_cache)
     configure_precision(config.precision)
-    from shac.run.train import TrainingInterrupted, train
+    from shac.run.run_dir import RunDirectoryInUseError
+    from shac.run.train import TrainingDiverged, TrainingInterrupted, train
 
     try:
         _, record = train(config, run_dir, resume=resume)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
-    except (CheckpointError, FileExistsError) as e:
+    except (CheckpointError, FileExistsError, RunDirectoryInUseError, TrainingDiverged) as e:
         sys.exit(f"error: {e}")
     except TrainingInterrupted as e:
         print(e, file=sys.stderr)
@@ -97,8 +104,17 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco
     sys.path.append(str(Path.cwd()))  # env.name=package.module:Class from the working directory, as `python -m` does
+    from launch.preflight import PreflightError, preflight
+    from shac.config import ConfigError
     from shac.run.hydra_config import register_configs
+    from shac.run.run_dir import RunDirectoryInUseError
 
+    try:
+        preflight(sys.argv[1:], CONFIG_DIR)
+    except ConfigError as e:
+        sys.exit(f"config error: {e}")
+    except (PreflightError, RunDirectoryInUseError, FileExistsError) as e:
+        sys.exit(f"error: {e}")
     register_configs()
     OmegaConf.register_new_resolver("when_resuming", when_resuming)
     main()

@@ -10,6 +10,7 @@ building a model).
 """
 
 import dataclasses
+import difflib
 import json
 import math
 import typing
@@ -68,6 +69,9 @@ class EnvConfig:
     unroll_substeps: bool = False
     """Unroll the physics substeps of a control step: on the ant (2 substeps) a faster epoch; on
     the hopper (4) a slower gradient and a longer compile (docs/benchmarks.md)."""
+    max_velocity: float | None = None
+    """Bound on every joint velocity (rad/s or m/s) past which a state counts as exploded and is
+    reset like a non-finite one; None keeps the environment's default (`MjxEnv.max_velocity`)."""
 
     def __post_init__(self):
         try:
@@ -78,6 +82,8 @@ class EnvConfig:
             _check_positive({"env.episode_length": self.episode_length})
         if self.substeps is not None:
             _check(self.substeps >= 1, f"env.substeps must be >= 1, got {self.substeps}")
+        if self.max_velocity is not None:
+            _check_positive({"env.max_velocity": self.max_velocity})
 
     def declared_episode_length(self) -> int | None:
         """Control steps per episode of this environment, from its class (no model is built); None if undeclared."""
@@ -274,6 +280,19 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class LoopConfig:
+    """How the training loop watches the run's health."""
+
+    max_bad_epochs: int = 20
+    """Stop (exit code 1, checkpointing the last good state) after this many epochs in a row that
+    skipped their actor update (non-finite gradient) or reset more than half the envs as non-finite
+    or too fast; 0 never stops (each bad epoch still warns)."""
+
+    def __post_init__(self):
+        _check_non_negative({"train.max_bad_epochs": self.max_bad_epochs})
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs."""
 
@@ -284,6 +303,7 @@ class TrainConfig:
     eval: EvalConfig = EvalConfig()
     logger: LoggerConfig = LoggerConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
+    train: LoopConfig = LoopConfig()
     seed: int = 0
     """Seed of all randomness (initialisation, resets, action noise, evaluation)."""
     precision: str = "float32"
@@ -374,24 +394,42 @@ class DiagnoseConfig(TrainConfig):
     diagnose: DiagnoseOptions = DiagnoseOptions()
 
 
-def from_dict(cls: type, values: dict):
-    """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples)."""
+def from_dict(cls: type, values: dict, prefix: str = ""):
+    """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples).
+
+    Raises:
+        ConfigError: a key that is not a field of `cls` (e.g. added with `+key=value`).
+    """
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in values.items():
+        if name not in hints:
+            raise ConfigError(unknown_key_message(f"{prefix}{name}", cls))
         if dataclasses.is_dataclass(hints[name]):
-            value = from_dict(hints[name], value)
+            value = from_dict(hints[name], value, f"{prefix}{name}.")
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
 
 
+def unknown_key_message(key: str, cls: type) -> str:
+    """'unknown key ...' naming the closest field of the config dataclass `cls` that should hold `key`."""
+    name = key.rsplit(".", 1)[-1]
+    fields = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(name, fields, n=1)
+    hint = f"; did you mean '{key[: -len(name)]}{close[0]}'?" if close else ""
+    section = f"'{key[: -len(name) - 1]}'" if "." in key else "the config"
+    return f"unknown key '{key}'{hint} (keys of {section}: {', '.join(fields)})"
+
+
 def to_train_config(values: dict, cls: type[TrainConfig] = TrainConfig) -> TrainConfig:
     """A config's plain-dict form (Hydra's result, a run's `config.json`) as the frozen, validated `cls`.
 
-    Also reads the sysid report a `from_sysid` randomisation names, so a missing
-    or empty one fails here, before anything compiles.
+    With a randomisation, also reads the sysid report it names and builds the
+    environment once to check the ranges against the model (a mass stays
+    positive, a gear keeps its sign), so a bad one fails here, before anything
+    compiles; without one, nothing is built.
 
     Raises:
         ConfigError: naming the first bad value and what would be accepted.
@@ -401,10 +439,7 @@ def to_train_config(values: dict, cls: type[TrainConfig] = TrainConfig) -> Train
     except (TypeError, ValueError) as e:
         raise ConfigError(str(e)) from None
     if config.randomization.mode != "none":
-        try:
-            randomization_ranges(config.randomization)
-        except (ValueError, FileNotFoundError) as e:
-            raise ConfigError(str(e)) from None
+        make_env(config.env, config.randomization, config.smoothing)
     return config
 
 
@@ -423,6 +458,8 @@ def make_env(
         options["substeps"] = env_cfg.substeps
     if env_cfg.physics:
         options["physics"] = env_cfg.physics
+    if env_cfg.max_velocity is not None:
+        options["max_velocity"] = env_cfg.max_velocity
     if smoothing is not None:
         options["smoothing"] = smoothing
     try:

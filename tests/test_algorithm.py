@@ -75,6 +75,21 @@ def test_nonfinite_gradient_skips_the_update_and_is_counted():
     ):
         assert all(np.isfinite(x).all() for x in leaves(tree) if np.issubdtype(x.dtype, np.floating))
     assert np.isfinite(np.asarray(new_state.env_state.obs)).all()
+    assert metrics["resets/nonfinite_envs"] == CONFIG.num_envs  # every env had (at least) one
+    assert metrics["resets/too_fast"] == 0
+
+
+def test_a_nan_reward_with_a_finite_observation_leaves_the_update_finite():
+    # Step 2 of each episode yields a NaN reward (with a zero derivative) and a finite observation:
+    # the step is reset and counted, the rest of the window still trains the actor.
+    state, new_state, metrics = run_epoch(LineEnv(episode_length=10, nan_reward_at_step=2))
+    assert metrics["resets/nonfinite"] == 2 * CONFIG.num_envs  # t = 1 and t = 3 of the 4-step window
+    assert metrics["resets/nonfinite_envs"] == CONFIG.num_envs
+    assert np.isfinite(metrics["actor/grad_norm"]) and metrics["actor/skipped"] == 0
+    assert np.isfinite(metrics["train/reward"]) and np.isfinite(metrics["critic/loss"])
+    assert any(
+        not np.allclose(a, b) for a, b in zip(leaves(state.actor_params), leaves(new_state.actor_params), strict=True)
+    )
 
 
 def test_learning_rates_decay_linearly_to_min_lr():

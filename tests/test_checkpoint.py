@@ -5,8 +5,11 @@ nothing here compiles an epoch.
 """
 
 import dataclasses
+import json
 import logging
+import os
 import shutil
+import socket
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +34,7 @@ from shac.run.checkpoint import (
     arrays_to_state,
     state_arrays,
 )
+from shac.run.run_dir import LOCK_FILE, RunDirectoryInUseError
 from shac.run.serialization import save_config
 
 CONFIG = TrainConfig(
@@ -160,6 +164,53 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_and_says_so(tmp_
     assert f"resuming from the older checkpoint '{tmp_path / 'checkpoints' / '2'}'" in caplog.text
 
 
+def test_a_training_run_discards_the_unreadable_checkpoints_it_falls_back_from_and_saves_their_epochs_again(
+    tmp_path, states, caplog
+):
+    state, abstract = states
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
+        checkpoints.save(at_epoch(state, 2), CONFIG)
+        checkpoints.save(at_epoch(state, 4), CONFIG)
+    newest = tmp_path / "checkpoints" / "4"
+    data = max((p for p in (newest / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # truncated, as by a full disk
+    with Checkpointer(tmp_path) as reader:  # evaluation or export: falls back, leaves the files alone
+        assert int(reader.restore_latest(abstract, CONFIG).epoch) == 2
+    assert newest.is_dir()
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints, caplog.at_level(logging.WARNING):
+        assert int(checkpoints.restore_latest(abstract, CONFIG).epoch) == 2
+        assert checkpoints.steps() == [2]
+        # training goes on past epoch 4 and saves it again (orbax refuses a step that exists)
+        assert checkpoints.save(at_epoch(state, 4), CONFIG)
+        checkpoints.wait_until_finished()
+        assert checkpoints.steps() == [2, 4]
+        assert int(checkpoints.restore(4, abstract, CONFIG).epoch) == 4
+    moved = tmp_path / "unreadable_checkpoints" / "4"
+    assert (moved / "state").is_dir()
+    assert f"discarded the unreadable checkpoint '{newest}' (moved to '{moved}')" in caplog.text
+
+
+def test_a_checkpoint_whose_arrays_changed_on_disk_is_unreadable_and_falls_back(tmp_path, states, caplog):
+    state, abstract = states
+    mu = state.actor_opt_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"]
+    changed = jax.tree.map(lambda x: x, state)
+    changed.actor_opt_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"] = mu.at[0, 0].add(1.0)
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
+        checkpoints.save(at_epoch(state, 2), CONFIG)
+        checkpoints.save(at_epoch(changed, 4), CONFIG)
+    # checkpoint 4's arrays replaced by other bytes in a valid format: they load, but are not what was saved
+    shutil.rmtree(tmp_path / "checkpoints" / "4" / "state")
+    shutil.copytree(tmp_path / "checkpoints" / "2" / "state", tmp_path / "checkpoints" / "4" / "state")
+    with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
+        mismatch = "checksum mismatch in actor_opt_state/1/0/mu/params/MLP_0/Dense_0/kernel, epoch"
+        with pytest.raises(CheckpointError, match=mismatch):
+            checkpoints.restore(4, abstract, CONFIG)
+        with caplog.at_level(logging.WARNING):
+            restored = checkpoints.restore_latest(abstract, CONFIG)
+    assert_states_equal(restored, at_epoch(state, 2))
+    assert "its bytes changed on disk" in caplog.text
+
+
 def test_missing_checkpoints_are_errors_naming_the_path(tmp_path, states):
     state, abstract = states
     with pytest.raises(CheckpointError, match=f"no complete checkpoint in '{tmp_path / 'checkpoints'}'"):
@@ -219,3 +270,16 @@ def test_a_fresh_run_refuses_a_directory_with_checkpoints(tmp_path, states):
         checkpoints.save(at_epoch(state, 2), CONFIG)
     with pytest.raises(FileExistsError, match=f"run directory '{tmp_path}' already holds checkpoints"):
         train_module.train(CONFIG, tmp_path)
+
+
+def test_a_fresh_run_refuses_a_directory_with_another_runs_metrics(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"epoch": 1, "env_steps": 16}\n')
+    with pytest.raises(FileExistsError, match=f"run directory '{tmp_path}' already holds the metrics.jsonl"):
+        train_module.train(CONFIG, tmp_path)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_second_writer_is_refused_while_the_first_runs(tmp_path, resume):
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getppid()}))
+    with pytest.raises(RunDirectoryInUseError, match=f"run directory '{tmp_path}' is in use by pid {os.getppid()}"):
+        train_module.train(CONFIG, tmp_path, resume=resume)

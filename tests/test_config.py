@@ -6,13 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
+from mujoco import mjx
 
 import envs
-from shac.config import AlgoConfig, ConfigError, DistributedConfig, TrainConfig, to_train_config
-from shac.run.hydra_config import apply_overrides, register_configs, split_launch_config
+from envs import State
+from shac.config import AlgoConfig, ConfigError, DistributedConfig, EnvConfig, TrainConfig, make_env, to_train_config
+from shac.run.hydra_config import apply_overrides, check_override_keys, register_configs, split_launch_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -82,6 +85,8 @@ def test_command_line_overrides_win_over_env_defaults():
         ("checkpoint.every=-1", "checkpoint.every must be >= 0, got -1"),
         ("checkpoint.max_to_keep=0", "checkpoint.max_to_keep must be > 0, got 0"),
         ("logger.video_every=-5", "logger.video_every must be >= 0, got -5"),
+        ("train.max_bad_epochs=-1", "train.max_bad_epochs must be >= 0, got -1"),
+        ("env.max_velocity=0", "env.max_velocity must be > 0, got 0"),
     ],
 )
 def test_bad_values_fail_with_a_message_naming_them(override, message):
@@ -94,6 +99,42 @@ def test_unknown_and_mistyped_keys_fail_at_compose():
         load("algo.horizn=16")
     with pytest.raises(ConfigCompositionException):
         load("algo.horizon=sixteen")
+
+
+ALGO_KEYS = ", ".join(f.name for f in dataclasses.fields(AlgoConfig))
+
+
+@pytest.mark.parametrize("override", ["algo.horizn=8", "+algo.horizn=8", "++algo.horizn=8"])
+def test_an_unknown_key_is_one_error_whether_added_or_set(override):
+    message = f"'{override}': unknown key 'algo.horizn'; did you mean 'algo.horizon'? (keys of 'algo': {ALGO_KEYS})"
+    with pytest.raises(ConfigError) as error:
+        check_override_keys([override], groups=["algo", "env"])
+    assert str(error.value) == message
+
+
+def test_known_keys_groups_and_free_form_dicts_pass_the_key_check():
+    check_override_keys(
+        [
+            "env=ant",
+            "algo.horizon=8",
+            "++randomization.ranges={joint\\:hinge\\:damping:[0.1,0.2]}",
+            "+randomization.ranges.anything=[0.1,0.2]",
+            "hydra.run.dir=/tmp/x",
+            "hydra/launcher=slurm",
+            "resume=runs/x",
+            "distributed.process_id=1",
+            "train.max_bad_epochs=5",
+            "~logger",
+        ],
+        groups=["algo", "env", "logger"],
+    )
+
+
+def test_a_key_added_to_a_composed_config_is_an_unknown_key():
+    values = dataclasses.asdict(TrainConfig())
+    values["algo"]["horizn"] = 8  # what `+algo.horizn=8` composes
+    with pytest.raises(ConfigError, match=r"^unknown key 'algo.horizn'; did you mean 'algo.horizon'\?"):
+        to_train_config(values)
 
 
 def test_train_cli_reports_a_config_error_in_one_line():
@@ -175,3 +216,12 @@ def test_the_old_name_of_remat_every_still_works_with_a_warning():
     with pytest.warns(FutureWarning, match="algo.checkpoint_every is deprecated: it is algo.remat_every"):
         config = load("algo.checkpoint_every=8")
     assert (config.algo.remat_every, config.algo.checkpoint_every) == (8, None)
+
+
+def test_the_velocity_bound_defaults_per_env_class_and_is_overridden_by_config():
+    assert make_env(EnvConfig(name="pendulum_swingup")).max_velocity == envs.MjxEnv.max_velocity == 1000.0
+    env = make_env(EnvConfig(name="pendulum_swingup", max_velocity=5.0))
+    data = mjx.make_data(env.mjx_model)
+    state = State(pipeline_state=data, obs=jnp.zeros(3), reward=0.0, done=0.0, terminated=0.0, truncated=0.0)
+    assert not env.too_fast(state.replace(pipeline_state=data.replace(qvel=jnp.array([-4.9]))))
+    assert env.too_fast(state.replace(pipeline_state=data.replace(qvel=jnp.array([-5.1]))))

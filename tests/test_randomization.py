@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 import envs
-from shac.config import AlgoConfig, EnvConfig, EvalConfig, LoggerConfig, RandomizationConfig, TrainConfig
+from shac.config import (
+    AlgoConfig,
+    ConfigError,
+    EnvConfig,
+    EvalConfig,
+    LoggerConfig,
+    RandomizationConfig,
+    TrainConfig,
+    to_train_config,
+)
 from shac.run.train import train
 
 
@@ -29,6 +38,43 @@ def test_reset_samples_parameters_per_env_and_step_uses_them():
 def test_bad_range_is_named():
     with pytest.raises(ValueError, match=re.escape("range of 'joint:hinge:damping' has low 2.0 > high 1.0")):
         envs.make("pendulum_swingup", randomization={"joint:hinge:damping": (2.0, 1.0)})
+
+
+@pytest.mark.parametrize(
+    ("env", "key", "bounds", "message"),
+    [
+        ("pendulum_swingup", "body:pole:mass", (-2.0, -1.0), r"\[-2.0, -1.0\] must be > 0 \(a mass;"),
+        ("pendulum_swingup", "body:pole:mass", (0.0, 1.0), r"\[0.0, 1.0\] must be > 0 \(a mass;"),
+        ("pendulum_swingup", "body:world:mass", (0.5, 1.0), "the body has no mass in the model to scale its inertia"),
+        ("pendulum_swingup", "joint:hinge:damping", (-0.1, 0.1), r"must be >= 0 \(damping cannot be negative\)"),
+        ("pendulum_swingup", "joint:hinge:armature", (-1.0, 0.0), r"must be >= 0 \(armature cannot be negative\)"),
+        ("pendulum_swingup", "joint:hinge:frictionloss", (-1.0, 1.0), r"must be >= 0 \(frictionloss cannot"),
+        ("pendulum_swingup", "geom:bob:friction", (-0.5, 0.5), r"must be >= 0 \(friction cannot be negative\)"),
+        ("pendulum_swingup", "actuator:torque:gear", (-1.0, 1.0), r"must be > 0, the sign of the model's gear 2.0"),
+        ("pendulum_swingup", "actuator:torque:gear", (0.0, 2.0), r"must be > 0, the sign of the model's gear 2.0"),
+        ("pendulum_swingup", "joint:hinge:damping", (0.0, float("inf")), r"\[0.0, inf\] must be finite"),
+    ],
+)
+def test_a_physically_impossible_range_fails_before_compiling_in_one_line(env, key, bounds, message):
+    with pytest.raises(ValueError, match=re.escape(f"randomization range of '{key}' ") + ".*" + message):
+        envs.make(env, randomization={key: bounds})
+    config = {"env": {"name": env}, "randomization": {"mode": "uniform", "ranges": {key: list(bounds)}}}
+    with pytest.raises(ConfigError) as error:
+        to_train_config(config)
+    assert "\n" not in str(error.value)
+
+
+def test_physically_valid_ranges_are_accepted():
+    envs.make(
+        "pendulum_swingup",
+        randomization={
+            "body:pole:mass": (0.5, 2.0),
+            "joint:hinge:damping": (0.0, 0.1),
+            "joint:hinge:armature": (0.0, 0.01),
+            "geom:bob:friction": (0.0, 1.0),
+            "actuator:torque:gear": (1.0, 3.0),
+        },
+    )
 
 
 def test_training_with_randomization_from_a_sysid_report(tmp_path):

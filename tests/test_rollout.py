@@ -58,6 +58,27 @@ def test_nonfinite_state_is_reset_with_zero_reward_and_value():
     np.testing.assert_array_equal(window.dones[:, 0], [0, 1, 0])
     np.testing.assert_allclose(window.rewards[:, 0], [0.5, 0.0, 0.5], rtol=1e-5)
     np.testing.assert_allclose(window.next_values[:, 0], [106.0, 0.0, 106.0], rtol=1e-5)
+
+
+def test_nan_reward_with_a_finite_observation_is_reset_like_a_nonfinite_state():
+    # Step 2 of each episode (t = 1) has a finite observation [1.0, 2] but a NaN reward.
+    _, window = run(LineEnv(episode_length=10, nan_reward_at_step=2), horizon=3)
+    np.testing.assert_array_equal(window.nonfinite[:, 0], [0, 1, 0])
+    np.testing.assert_array_equal(window.dones[:, 0], [0, 1, 0])
+    np.testing.assert_array_equal(window.too_fast[:, 0], [0, 0, 0])
+    # the NaN becomes 0, no value is bootstrapped from it, and the env restarts at x = 0 (t = 2: x = 0.5)
+    np.testing.assert_allclose(window.rewards[:, 0], [0.5, 0.0, 0.5], rtol=1e-5)
+    np.testing.assert_allclose(window.next_values[:, 0], [106.0, 0.0, 106.0], rtol=1e-5)
+
+
+def test_a_state_past_the_velocity_bound_is_reset_and_counted_as_nonfinite():
+    # x = 0.5, 1.0, 1.5, ...: the bound 1.2 is passed at t = 2, a finite state handled as a non-finite one.
+    _, window = run(LineEnv(episode_length=10, max_velocity=1.2), horizon=4)
+    np.testing.assert_array_equal(window.too_fast[:, 0], [0, 0, 1, 0])
+    np.testing.assert_array_equal(window.nonfinite[:, 0], [0, 0, 1, 0])
+    np.testing.assert_array_equal(window.terminated[:, 0], [0, 0, 0, 0])
+    np.testing.assert_allclose(window.rewards[:, 0], [0.5, 1.0, 0.0, 0.5], rtol=1e-5)
+    np.testing.assert_allclose(window.next_values[:, 0], [106.0, 112.0, 0.0, 106.0], rtol=1e-5)
     assert np.isfinite(np.asarray(window.raw_obs)).all()
 
 

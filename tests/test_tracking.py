@@ -62,3 +62,14 @@ def test_offline_run_logs_video_and_artifacts_into_one_wandb_run_across_resumes(
     assert len(runs) == 2  # the training run and the export, under one W&B id
     assert list(runs[0].glob("files/media/videos/eval/video_1_*.mp4"))
     assert f"policy-{run_id}".encode() in next(runs[1].glob("*.wandb")).read_bytes()
+
+
+def test_a_warning_shows_at_the_end_of_the_progress_line_until_cleared(tmp_path):
+    progress = TrainConfig(logger=LoggerConfig(mode="disabled", progress=True))
+    with Tracker(progress, tmp_path) as tracker:
+        task = tracker._progress.tasks[0]
+        assert task.fields["warning"] == ""
+        tracker.warn("BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row")
+        assert task.fields["warning"] == "| BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row"
+        tracker.warn("")
+        assert task.fields["warning"] == ""

@@ -1,5 +1,7 @@
 """`launch/train.py` on the toy env registered as `line` (compiles in seconds): `python -m tests.toy_train <overrides>`.
 
+`env.name=line_nan` trains on its variant whose every step is non-finite.
+
 The run is `ARGS` followed by the given overrides; flags such as `-m` go first.
 """
 
@@ -8,7 +10,7 @@ import sys
 from pathlib import Path
 
 import envs
-from tests.toy_env import RegisteredLineEnv
+from tests.toy_env import NonFiniteLineEnv, RegisteredLineEnv
 
 ARGS = [
     "env.name=line",
@@ -28,9 +30,10 @@ ARGS = [
 
 
 def register() -> None:
-    """Registers the toy env as `line` (once per process)."""
+    """Registers the toy env as `line` and its non-finite variant as `line_nan` (once per process)."""
     if "line" not in envs.names():
         envs.register("line", RegisteredLineEnv)
+        envs.register("line_nan", NonFiniteLineEnv)
 
 
 if __name__ == "__main__":

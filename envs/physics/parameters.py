@@ -77,6 +77,36 @@ class ModelParameter:
             rows = (object_id,)
         return cls(key=key, field=field, rows=rows, column=column)
 
+    def check_range(self, low: float, high: float, model: mujoco.MjModel) -> None:
+        """Fails unless every value in [low, high] is physically valid for this parameter of `model`.
+
+        Masses must be positive (the inertia is scaled with the mass, so it stays
+        positive too, which needs a body with mass to scale from); damping,
+        armature, frictionloss and friction must be non-negative; a gear range
+        must keep the sign of the model's gear and exclude zero (a zero gear
+        disconnects the actuator, a flipped one reverses it).
+
+        Raises:
+            ValueError: naming the parameter, the range and what is accepted.
+        """
+        shown = f"randomization range of '{self.key}' [{low}, {high}]"
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise ValueError(f"{shown} must be finite")
+        if not low <= high:
+            raise ValueError(f"randomization range of '{self.key}' has low {low} > high {high}")
+        nominal = self.read(model)
+        if self.field == "body_mass":
+            if low <= 0.0:
+                raise ValueError(f"{shown} must be > 0 (a mass; the inertia is scaled with it)")
+            if nominal <= 0.0:
+                raise ValueError(f"{shown}: the body has no mass in the model to scale its inertia from")
+        elif self.field == "actuator_gear":
+            if not ((nominal > 0.0 and low > 0.0) or (nominal < 0.0 and high < 0.0)):
+                sign = "< 0" if nominal < 0.0 else "> 0"
+                raise ValueError(f"{shown} must be {sign}, the sign of the model's gear {nominal} (0 disconnects it)")
+        elif low < 0.0:
+            raise ValueError(f"{shown} must be >= 0 ({self.field.split('_', 1)[1]} cannot be negative)")
+
     def read(self, model: mujoco.MjModel | mjx.Model) -> float:
         """The current value (the first row's, for a multi-dof joint)."""
         values = np.asarray(getattr(model, self.field))[self.rows[0]]

@@ -259,6 +259,8 @@ class Shac:
             "resets/terminated": window.terminated.sum(),
             "resets/truncated": window.truncated.sum(),
             "resets/nonfinite": window.nonfinite.sum(),
+            "resets/too_fast": window.too_fast.sum(),
+            "resets/nonfinite_envs": window.nonfinite.max(axis=0).sum(),
             **{f"reward/{name}": value.mean() for name, value in window.metrics.items()},
         }
         return new_state, metrics

@@ -29,7 +29,10 @@ class Window:
         next_values: float32 [h, N] target-critic value of the state reached,
             before any reset; 0 after termination or a non-finite state.
         dones: float32 [h, N] 1.0 where the episode ended at this step.
-        terminated, truncated, nonfinite: float32 [h, N] why it ended.
+        terminated, truncated, nonfinite: float32 [h, N] why it ended; `nonfinite`
+            also where the state's velocities passed the env's bound (`MjxEnv.too_fast`).
+        too_fast: float32 [h, N] 1.0 where the velocities passed the bound (finite
+            but exploding physics, handled as non-finite).
         metrics: the env's per-step metrics (its reward terms), each float32 [h, N].
     """
 
@@ -41,6 +44,7 @@ class Window:
     terminated: jax.Array
     truncated: jax.Array
     nonfinite: jax.Array
+    too_fast: jax.Array
     metrics: dict[str, jax.Array]
 
 
@@ -67,8 +71,9 @@ def rollout(
     """Runs `horizon` steps of the batched env under the stochastic policy.
 
     Gradients flow from rewards and bootstrap values back through the
-    simulator into the policy. Envs whose episode ends are replaced by their
-    entry in `reset_states` (one fresh state per env for the whole window).
+    simulator into the policy. Envs whose episode ends, or whose state goes
+    non-finite or too fast (`env.too_fast`), are replaced by their entry in
+    `reset_states` (one fresh state per env for the whole window).
 
     Args:
         env: the environment (unbatched; vmapped here).
@@ -89,6 +94,7 @@ def rollout(
         The batched state after the window (resets applied) and the `Window`.
     """
     step_env = jax.vmap(env.step)
+    too_fast_env = jax.vmap(env.too_fast)
 
     def step(state: State, step_key: jax.Array) -> tuple[State, Window]:
         obs = normalizer.normalize(state.obs)
@@ -96,7 +102,8 @@ def rollout(
         action = sample_action(mean, log_std, step_key)
         next_state = step_env(state, action)
 
-        nonfinite = ~(jnp.isfinite(next_state.obs).all(axis=-1) & jnp.isfinite(next_state.reward))
+        too_fast = too_fast_env(next_state)
+        nonfinite = ~(jnp.isfinite(next_state.obs).all(axis=-1) & jnp.isfinite(next_state.reward)) | too_fast
         next_obs = jnp.where(nonfinite[:, None], 0.0, next_state.obs)
         no_future = (next_state.terminated > 0) | nonfinite
         next_value = jnp.where(no_future, 0.0, target_value(normalizer.normalize(next_obs)))
@@ -111,6 +118,7 @@ def rollout(
             terminated=next_state.terminated * (1.0 - nonfinite),
             truncated=next_state.truncated * (1.0 - nonfinite),
             nonfinite=nonfinite.astype(jnp.float32),
+            too_fast=too_fast.astype(jnp.float32),
             metrics=next_state.metrics,
         )
         return tree_where(done, reset_states, next_state), record

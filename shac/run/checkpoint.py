@@ -9,6 +9,12 @@ A checkpoint `<run_dir>/checkpoints/<epoch>/` holds two items:
   some, e.g. `act` of a model without activations) are rebuilt from the shapes.
 - `config`: the resolved `TrainConfig` that produced it, as JSON.
 
+The checkpoint's metadata (orbax's custom metadata) holds a checksum of every
+saved array (`checksums`), verified on restore: a checkpoint whose bytes changed
+on disk is as unreadable as one that cannot be parsed. When a training run
+falls back from unreadable checkpoints to an older one, it moves the unreadable
+ones to `<run_dir>/unreadable_checkpoints/` so that it can save those epochs again.
+
 Orbax writes each checkpoint into a temporary directory and renames it when it is
 complete, so a run killed mid-save never leaves a checkpoint that looks complete;
 a writer (a training run) deletes such leftovers when it starts. Saving is
@@ -31,11 +37,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 from shac.config import CheckpointConfig, TrainConfig
 from shac.core.algorithm import TrainState
 
 CHECKPOINT_DIR = "checkpoints"
+UNREADABLE_DIR = "unreadable_checkpoints"
 PARTIAL_SUFFIX = ocp.path.step.TMP_DIR_SUFFIX
 """Orbax names a checkpoint being written `<epoch>.orbax-checkpoint-tmp[-<time>]` until it is complete."""
 Arrays = dict[str, jax.Array]
@@ -96,6 +104,36 @@ def _finite(arrays: Arrays) -> dict[str, jax.Array]:
     return {name: jnp.isfinite(x).all() for name, x in arrays.items() if jnp.issubdtype(x.dtype, jnp.floating)}
 
 
+def _words(x: jax.Array) -> jax.Array:
+    """The bits of `x` as uint32 [n] (8-byte elements as two words, 1- and 2-byte ones widened)."""
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint32).ravel()
+    unsigned = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint32}[x.dtype.itemsize]
+    return jax.lax.bitcast_convert_type(x, unsigned).astype(jnp.uint32).ravel()
+
+
+@jax.jit
+def _checksums(arrays: Arrays) -> dict[str, jax.Array]:
+    """uint32 [] per array: sum_i word_i * (2 i + 1) mod 2^32.
+
+    The multipliers are odd, hence invertible mod 2^32, so any change to a
+    single word (a flipped byte or bit) always changes the sum; integer sums are
+    exact in any order, so every process and device count gets the same value.
+    """
+
+    def checksum(x):
+        words = _words(x)
+        weights = 2 * jnp.arange(words.size, dtype=jnp.uint32) + 1
+        return jnp.sum(words * weights, dtype=jnp.uint32)
+
+    return {name: checksum(x) for name, x in arrays.items()}
+
+
+def checksums(arrays: Arrays) -> dict[str, int]:
+    """A checksum of each array's bytes, reduced on the devices (same answer on every process)."""
+    return {name: int(value) for name, value in jax.device_get(_checksums(arrays)).items()}
+
+
 def nonfinite_arrays(arrays: Arrays) -> list[str]:
     """Names of the floating-point arrays that hold a NaN or an infinity.
 
@@ -151,6 +189,7 @@ class Checkpointer:
 
     def __init__(self, run_dir: Path, config: CheckpointConfig | None = None):
         self.directory = (Path(run_dir) / CHECKPOINT_DIR).absolute()
+        self.writer = config is not None
         if config is None:
             options = ocp.CheckpointManagerOptions(read_only=True, create=False)
         else:
@@ -198,6 +237,7 @@ class Checkpointer:
             args=ocp.args.Composite(
                 state=ocp.args.StandardSave(arrays), config=ocp.args.JsonSave(dataclasses.asdict(config))
             ),
+            custom_metadata={"checksums": checksums(arrays)},
             force=True,
         )
 
@@ -258,10 +298,32 @@ class Checkpointer:
             )["state"]
         except Exception as e:
             raise CheckpointError(f"checkpoint '{self.path(step)}' is unreadable: {_first_line(e)}") from e
+        self._verify(step, restored)
         return arrays_to_state(restored, abstract_state)
+
+    def _verify(self, step: int, arrays: Arrays) -> None:
+        """Raises CheckpointError unless `arrays` match the checksums saved with them (older checkpoints have none)."""
+        try:
+            saved = (self._manager.metadata(step).custom_metadata or {}).get("checksums")
+        except Exception as e:
+            raise CheckpointError(f"checkpoint '{self.path(step)}' is unreadable: {_first_line(e)}") from e
+        if saved is None:
+            return
+        restored = checksums(arrays)
+        changed = sorted(name for name in restored if saved.get(name) != restored[name])
+        if changed:
+            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+            raise CheckpointError(
+                f"checkpoint '{self.path(step)}' is unreadable: "
+                f"its bytes changed on disk (checksum mismatch in {shown})"
+            )
 
     def restore_latest(self, abstract_state: TrainState, config: TrainConfig) -> TrainState:
         """The newest readable checkpoint's state; falls back to older ones and logs why.
+
+        A writer moves the unreadable checkpoints newer than the one restored to
+        `<run_dir>/unreadable_checkpoints/` (logging each), so that the run can
+        save those epochs again; a reader leaves them where they are.
 
         Raises:
             CheckpointError: there is no checkpoint, or none can be read.
@@ -283,8 +345,30 @@ class Checkpointer:
                 continue
             if failures:
                 log.warning("resuming from the older checkpoint '%s'", self.path(step))
+                if self.writer:
+                    self._set_aside([s for s in steps if s > step])
             return state
         raise CheckpointError(f"no readable checkpoint in '{self.directory}': " + "; ".join(failures))
+
+    def _set_aside(self, steps: list[int]) -> None:
+        """Moves the checkpoints of `steps` out of the way, to `<run_dir>/unreadable_checkpoints/<step>[.<n>]`."""
+        if jax.process_index() == 0:
+            for step in steps:
+                target = self.directory.parent / UNREADABLE_DIR / str(step)
+                n = 0
+                while target.exists():
+                    n += 1
+                    target = target.with_name(f"{step}.{n}")
+                target.parent.mkdir(exist_ok=True)
+                shutil.move(self.path(step), target)
+                log.warning(
+                    "discarded the unreadable checkpoint '%s' (moved to '%s'); its epochs will be trained again",
+                    self.path(step),
+                    target,
+                )
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices("shac_checkpoint_set_aside")
+        self._manager.reload()
 
     def _require(self, step: int) -> None:
         if step not in self.steps():

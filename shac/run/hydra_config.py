@@ -5,7 +5,8 @@
 wrong types at compose time. `to_config` turns a composed `DictConfig` into the
 frozen, validated dataclass of `shac.config`; `split_launch_config` separates the
 options of one `launch/train.py` invocation from the run's config; `apply_overrides`
-applies command-line `key=value` overrides to a saved config (resuming a run).
+applies command-line `key=value` overrides to a saved config (resuming a run);
+`check_override_keys` rejects unknown keys in one line before Hydra composes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from shac.config import (
     TrainConfig,
     from_dict,
     to_train_config,
+    unknown_key_message,
 )
 
 
@@ -78,6 +80,40 @@ def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
     """
     values = OmegaConf.to_container(cfg, resolve=True)
     return values, from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
+
+
+def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) -> None:
+    """Raises ConfigError for a command-line override whose key the schema lacks, added (`+`) or not.
+
+    Hydra reports `algo.horizn=8` in several lines and accepts `+algo.horizn=8`;
+    this gives both the same one line. Keys under a free-form dict
+    (`randomization.ranges`), of Hydra itself (`hydra.*`) and config-group
+    choices (`env=ant`, `hydra/launcher=slurm`) and syntax errors are left to Hydra.
+
+    Args:
+        overrides: Hydra override strings (arguments that are not `-` flags).
+        groups: names of the config groups (`env`, `algo`, `preset`, ...).
+    """
+    parsed = []
+    for text in overrides:
+        try:
+            parsed += private_apis.parse_hydra_overrides([text])
+        except HydraException:
+            continue  # a syntax error: Hydra's own message says where
+    top = schema(TrainConfig, extra=LaunchOptions)
+    for override in parsed:
+        key = override.key_or_group
+        if override.is_delete() or key.split(".")[0] == "hydra" or "/" in key or key in groups:
+            continue
+        cls, parts = top, key.split(".")
+        for depth, name in enumerate(parts):
+            hints = typing.get_type_hints(cls)
+            if name not in hints:
+                message = unknown_key_message(".".join(parts[: depth + 1]), cls)
+                raise ConfigError(f"'{override.input_line}': {message}")
+            if not dataclasses.is_dataclass(hints[name]):
+                break  # a value, or a dict whose keys are free
+            cls = hints[name]
 
 
 def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:

@@ -11,7 +11,7 @@ import numpy as np
 from flax import serialization
 
 from envs import MjxEnv
-from shac.config import TrainConfig, make_env, to_train_config
+from shac.config import ConfigError, TrainConfig, make_env, to_train_config
 from shac.core.algorithm import Shac
 from shac.core.networks import Actor
 from shac.core.normalizer import RunningStatistics
@@ -26,12 +26,27 @@ def save_config(run_dir: Path, config: TrainConfig) -> None:
     (run_dir / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
 
 
+class DamagedFileError(ValueError):
+    """A run's file exists but cannot be read as what it should hold; the message names it."""
+
+
 def load_config(run_dir: Path) -> TrainConfig:
-    """Reads and validates `config.json` of a run directory."""
+    """Reads and validates `config.json` of a run directory.
+
+    Raises:
+        FileNotFoundError: there is none.
+        ConfigError: it is not a JSON object, or holds a bad value.
+    """
     path = run_dir / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no {CONFIG_FILE} in run directory '{run_dir}'")
-    return to_train_config(json.loads(path.read_text()))
+    try:
+        values = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"'{path}' is damaged: not valid JSON ({e})") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"'{path}' is damaged: a JSON {type(values).__name__}, not an object")
+    return to_train_config(values)
 
 
 def save_policy(run_dir: Path, actor_params: dict, normalizer: RunningStatistics) -> Path:
@@ -46,12 +61,22 @@ def load_policy(run_dir: Path, template_params: dict, template_normalizer: Runni
 
     Returns:
         (actor_params, normalizer).
+
+    Raises:
+        FileNotFoundError: there is none.
+        DamagedFileError: it cannot be decoded into the templates' structure (truncated, or another network's).
     """
     path = run_dir / POLICY_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no {POLICY_FILE} in run directory '{run_dir}' (did training finish?)")
     target = {"actor_params": template_params, "normalizer": template_normalizer}
-    restored = serialization.from_bytes(target, path.read_bytes())
+    try:
+        restored = serialization.from_bytes(target, path.read_bytes())
+    except Exception as e:  # msgpack and flax raise many kinds for damaged bytes
+        reason = (str(e).strip() or type(e).__name__).splitlines()[0]
+        raise DamagedFileError(
+            f"'{path}' is damaged ({reason}); evaluate a checkpoint instead with checkpoint=<epoch>"
+        ) from None
     return restored["actor_params"], restored["normalizer"]
 
 
@@ -81,6 +106,8 @@ def load_run_policy(run_dir: Path, checkpoint: int | None = None) -> RunPolicy:
 
     Raises:
         FileNotFoundError: no `config.json` in `run_dir`.
+        ConfigError: a damaged `config.json`.
+        DamagedFileError: a damaged `policy.msgpack`.
         CheckpointError: the checkpoint asked for is missing or unreadable, or
             the run has neither `policy.msgpack` nor a readable checkpoint.
     """

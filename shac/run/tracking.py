@@ -119,6 +119,7 @@ class Tracker:
                 TimeElapsedColumn(),
                 TextColumn("| ETA"),
                 TimeRemainingColumn(),
+                TextColumn("[bold red]{task.fields[warning]}"),
                 expand=False,
             )
             self._task = self._progress.add_task(
@@ -128,6 +129,7 @@ class Tracker:
                 env_steps=self.last_record.get("env_steps", 0),
                 episode_return="-",
                 steps_per_s=0.0,
+                warning="",
             )
             self._progress.start()
 
@@ -154,6 +156,11 @@ class Tracker:
             self._progress.update(self._task, completed=epoch, **fields)
         self.last_record = record
         return record
+
+    def warn(self, text: str) -> None:
+        """Shows `text` in red at the end of the progress line ("" clears it)."""
+        if self._progress is not None:
+            self._progress.update(self._task, warning=text and f"| {text}")
 
     def log_video(self, epoch: int, path: Path) -> None:
         """Sends an mp4 to W&B as `eval/video` at `epoch` (the file itself stays in the run directory)."""

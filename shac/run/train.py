@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from shac.core.algorithm import Shac, TrainState
 from shac.run import parallel
 from shac.run.checkpoint import Checkpointer
 from shac.run.evaluate import evaluate, run_episode, summarize
+from shac.run.run_dir import RunLock, check_fresh
 from shac.run.serialization import CONFIG_FILE, POLICY_FILE, save_config, save_policy
 from shac.run.tracking import Tracker
 from shac.run.video import episode_video
@@ -42,10 +46,48 @@ class TrainingInterrupted(Exception):
         )
 
 
+class TrainingDiverged(Exception):
+    """Too many bad epochs in a row (`train.max_bad_epochs`); the last good state, if any, was checkpointed first.
+
+    Attributes:
+        epoch: the last epoch run.
+        good_epoch: the epoch of the last good state (0: there was none).
+    """
+
+    def __init__(self, epoch: int, bad_epochs: int, good_epoch: int, saved: bool):
+        self.epoch, self.good_epoch = epoch, good_epoch
+        if saved:
+            kept = f"the last good state (epoch {good_epoch}) is the newest checkpoint"
+        else:
+            kept = "no epoch of this launch was good, so nothing was checkpointed"
+        super().__init__(
+            f"stopped after epoch {epoch}: {bad_epochs} epochs in a row skipped their actor update or reset more "
+            f"than half the envs as non-finite or too fast (train.max_bad_epochs); {kept}. The physics or the "
+            "learning rate is likely wrong: check randomization ranges, env.max_velocity, smoothing, algo.actor_lr"
+        )
+
+
+def bad_epoch_reason(metrics: dict, num_envs: int) -> str:
+    """Why an epoch's metrics make it a bad epoch, or "" for a good one.
+
+    Args:
+        metrics: the epoch's `actor/skipped` and `resets/nonfinite_envs`, as numbers.
+        num_envs: N.
+    """
+    if metrics["actor/skipped"] > 0:
+        return "actor update skipped (non-finite gradient)"
+    if metrics["resets/nonfinite_envs"] > num_envs / 2:
+        return f"{int(metrics['resets/nonfinite_envs'])} of {num_envs} envs reset as non-finite or too fast"
+    return ""
+
+
 class _StopSignals:
     """While active, SIGINT and SIGTERM ask the loop to stop after the current epoch; a second one stops at once.
 
-    Only the main thread can install signal handlers; elsewhere it does nothing.
+    At once means `os._exit(128 + signal)` after one line on stderr: no
+    checkpoint, no cleanup (a save in flight stays a temporary directory, which
+    the next writer deletes). Only the main thread can install signal handlers;
+    elsewhere it does nothing.
     """
 
     def __init__(self):
@@ -55,7 +97,13 @@ class _StopSignals:
     def _handle(self, signal_number: int, frame) -> None:
         del frame
         if self.received is not None:
-            raise KeyboardInterrupt
+            name = signal.Signals(signal_number).name
+            print(
+                f"second {name}: stopped at once without a checkpoint; resume continues from the last complete one",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(128 + signal_number)
         self.received = signal_number
         log.warning(
             "received %s: saving a checkpoint after this epoch, then stopping (send it again to stop at once)",
@@ -97,17 +145,28 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
 
     Raises:
         TrainingInterrupted: SIGINT or SIGTERM arrived; a checkpoint was saved.
+        TrainingDiverged: `train.max_bad_epochs` bad epochs in a row; the last
+            good state was checkpointed.
+        RunDirectoryInUseError: another live process writes `run_dir` (`shac.run.run_dir`).
         CheckpointError: `resume` and no readable checkpoint.
         IncompatibleCheckpointError: `resume` with a config that changes the
             state's shapes (raised before anything compiles).
         ConfigError: `resume` with `algo.max_epochs` below the checkpoint's epoch, or
             `algo.num_envs` not a multiple of the device count (before anything compiles).
-        FileExistsError: not `resume`, and `run_dir` already holds checkpoints.
+        FileExistsError: not `resume`, and `run_dir` already holds checkpoints or metrics.
 
     Returns:
         The final training state and the last logged record.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(run_dir) if jax.process_index() == 0 else nullcontext():
+        if not resume:
+            check_fresh(run_dir)
+        return _train(config, run_dir, resume)
+
+
+def _train(config: TrainConfig, run_dir: Path, resume: bool) -> tuple[TrainState, dict]:
+    """`train` once the run directory is ours."""
     env = make_env(config.env, config.randomization, config.smoothing)
     shac = Shac(config.algo, env)
     mesh = parallel.make_mesh(config.algo.num_envs)
@@ -120,11 +179,6 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
                 raise ConfigError(
                     f"algo.max_epochs={max_epochs} is below the epoch of the checkpoint to resume ({int(state.epoch)})"
                 )
-        elif checkpointer.steps():
-            raise FileExistsError(
-                f"run directory '{run_dir}' already holds checkpoints; continue it with resume={run_dir} "
-                "or train into a new directory"
-            )
         else:
             # jitted: eager, each of MJX's many small ops compiles on its own, which takes longer than
             # compiling init whole, and only whole compilations go into the persistent cache
@@ -160,9 +214,19 @@ def _loop(
     eval_key: jax.Array,
     checkpointer: Checkpointer,
 ) -> tuple[TrainState, dict]:
-    """Runs the epochs after `state.epoch`; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint."""
+    """Runs the epochs after `state.epoch`; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint.
+
+    Each epoch is judged (`bad_epoch_reason`); a bad one warns in the log and
+    the progress line, and no periodic checkpoint is written while bad epochs
+    go on. After `train.max_bad_epochs` of them in a row, or when every epoch
+    of this launch was bad, the last good state is checkpointed and
+    TrainingDiverged raised (so one extra training state stays in device
+    memory while bad epochs go on).
+    """
     env = shac.env
     primary = jax.process_index() == 0
+    max_bad, num_envs = config.train.max_bad_epochs, config.algo.num_envs
+    good_state, bad_epochs = state, 0
     epoch_fn = parallel.sharded_epoch(shac, mesh)
     eval_fn = jax.jit(partial(evaluate, env, shac.actor, episodes=config.eval.episodes))
     episode_fn = jax.jit(partial(run_episode, env, shac.actor))
@@ -172,6 +236,17 @@ def _loop(
         for epoch in range(start + 1, max_epochs + 1):
             state, metrics = epoch_fn(state)
             last = epoch == max_epochs
+            reason = bad_epoch_reason(jax.device_get(metrics), num_envs)
+            if reason:
+                bad_epochs += 1
+                limit = f" (stopping at train.max_bad_epochs={max_bad})" if max_bad else ""
+                warning = f"BAD EPOCH {epoch}: {reason}; {bad_epochs} in a row{limit}"
+                log.warning(warning)
+                tracker.warn(warning)
+            else:
+                good_state, bad_epochs = state, 0
+                tracker.warn("")
+            metrics = {**metrics, "train/bad_epochs": bad_epochs}
             epoch_eval_key, video_key = jax.random.split(jax.random.fold_in(eval_key, epoch))
             if (every and epoch % every == 0) or last:
                 returns = eval_fn(state.actor_params, state.normalizer, epoch_eval_key)
@@ -183,8 +258,10 @@ def _loop(
                 if primary:
                     path = run_dir / VIDEO_DIR / f"epoch_{epoch}.mp4"
                     tracker.log_video(epoch, episode_video(path, env.mj_model, episode, env.ctrl_dt))
+            if max_bad and (bad_epochs >= max_bad or (last and bad_epochs == epoch - start)):
+                _stop_diverged(checkpointer, config, good_state, epoch, bad_epochs, start)
             stopping = _any_process(stop.received)
-            if stopping or last or (checkpoint_every and epoch % checkpoint_every == 0):
+            if stopping or last or (checkpoint_every and epoch % checkpoint_every == 0 and not bad_epochs):
                 checkpointer.save(state, config)
             if stopping and not last:
                 checkpointer.wait_until_finished()
@@ -196,3 +273,21 @@ def _loop(
             save_policy(run_dir, state.actor_params, state.normalizer)
         tracker.log_artifact("policy", "model", [run_dir / POLICY_FILE, run_dir / CONFIG_FILE])
     return state, tracker.last_record
+
+
+def _stop_diverged(
+    checkpointer: Checkpointer,
+    config: TrainConfig,
+    good_state: TrainState,
+    epoch: int,
+    bad_epochs: int,
+    start: int,
+) -> None:
+    """Checkpoints `good_state` (unless it is on disk already or is a fresh run's initial state) and raises."""
+    checkpointer.wait_until_finished()
+    good_epoch = int(good_state.epoch)
+    saved = good_epoch in checkpointer.steps()
+    if not saved and good_epoch > start:
+        saved = checkpointer.save(good_state, config)
+        checkpointer.wait_until_finished()
+    raise TrainingDiverged(epoch, bad_epochs, good_epoch, saved)

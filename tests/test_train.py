@@ -1,0 +1,132 @@
+"""The training loop's guards, on the toy env: bad epochs stop a run, a second signal stops it at once."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import pytest
+
+from shac.config import AlgoConfig, CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, LoopConfig, TrainConfig
+from shac.run import parallel
+from shac.run import train as train_module
+from shac.run.checkpoint import Checkpointer
+from shac.run.tracking import read_records
+from tests.conftest import ROOT
+
+CONFIG = TrainConfig(
+    env=EnvConfig(name="tests.toy_env:RegisteredLineEnv", episode_length=4),
+    algo=AlgoConfig(
+        num_envs=4,
+        horizon=4,
+        max_epochs=20,
+        actor_hidden=(8,),
+        critic_hidden=(8,),
+        critic_iterations=2,
+        critic_minibatches=2,
+    ),
+    eval=EvalConfig(every=0, episodes=2),
+    logger=LoggerConfig(mode="disabled", progress=False),
+    checkpoint=CheckpointConfig(every=2),
+    train=LoopConfig(max_bad_epochs=3),
+)
+
+
+def test_bad_epochs_stop_the_run_with_a_checkpoint_of_the_last_good_state(tmp_path, monkeypatch):
+    sharded_epoch = parallel.sharded_epoch
+
+    def going_bad_at_epoch_4(shac, mesh):
+        epoch_fn = sharded_epoch(shac, mesh)
+
+        def epoch(state):
+            state, metrics = epoch_fn(state)
+            if int(state.epoch) >= 4:  # as if every actor gradient from epoch 4 on were non-finite
+                metrics = {**metrics, "actor/skipped": jnp.float32(1.0)}
+            return state, metrics
+
+        return epoch
+
+    monkeypatch.setattr(parallel, "sharded_epoch", going_bad_at_epoch_4)
+    with pytest.raises(
+        train_module.TrainingDiverged, match=r"the last good state \(epoch 3\) is the newest checkpoint"
+    ):
+        train_module.train(CONFIG, tmp_path)
+    # saved at 2 (checkpoint.every), not at 4 (bad), and the last good epoch, 3, when stopping after 6
+    assert Checkpointer(tmp_path).steps() == [2, 3]
+    assert [r["train/bad_epochs"] for r in read_records(tmp_path)] == [0, 0, 0, 1, 2, 3]
+
+
+def test_a_second_signal_exits_at_once_with_one_line(monkeypatch, capsys):
+    exits = []
+
+    def fake_exit(code):
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    with train_module._StopSignals() as stop:
+        stop._handle(signal.SIGINT, None)  # the first asks for a checkpoint after this epoch
+        assert stop.received == signal.SIGINT and not exits
+        with pytest.raises(SystemExit):
+            stop._handle(signal.SIGINT, None)
+    assert exits == [130]
+    assert capsys.readouterr().err.splitlines() == [
+        "second SIGINT: stopped at once without a checkpoint; resume continues from the last complete one"
+    ]
+
+
+def test_a_run_whose_every_step_is_nonfinite_stops_in_one_line_with_a_non_zero_exit_and_no_policy(tmp_path):
+    # every step of `line_nan` is non-finite: each epoch skips its actor update and resets all 4 envs
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.toy_train",
+            "env.name=line_nan",
+            "train.max_bad_epochs=2",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    warning = "BAD EPOCH 1: actor update skipped (non-finite gradient); 1 in a row (stopping at train.max_bad_epochs=2)"
+    assert warning in result.stdout and warning in (tmp_path / "train.log").read_text()  # Hydra's console and log
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: stopped after epoch 2: 2 epochs in a row skipped their actor update or reset more than half the envs "
+        "as non-finite or too fast (train.max_bad_epochs); no epoch of this launch was good, so nothing was "
+        "checkpointed. The physics or the learning rate is likely wrong: check randomization ranges, "
+        "env.max_velocity, smoothing, algo.actor_lr"
+    )
+    records = read_records(tmp_path)
+    assert [r["train/bad_epochs"] for r in records] == [1, 2]
+    assert all(r["resets/nonfinite_envs"] == 4 and r["resets/nonfinite"] == 16 for r in records)  # N = 4, N h = 16
+    assert not (tmp_path / "policy.msgpack").exists()
+    assert Checkpointer(tmp_path).steps() == []
+    assert not (tmp_path / "run.lock").exists()  # released
+
+
+def test_a_resumed_run_trains_past_the_corrupt_checkpoint_it_fell_back_from(tmp_path):
+    def toy_train(*args):
+        command = [sys.executable, "-m", "tests.toy_train", "checkpoint.every=2", *args]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    first = toy_train("algo.max_epochs=4", f"hydra.run.dir={tmp_path}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    newest = tmp_path / "checkpoints" / "4"
+    data = max((p for p in (newest / "state").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:10])  # truncated
+    resumed = toy_train(f"resume={tmp_path}", "algo.max_epochs=6")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    output = resumed.stdout + resumed.stderr
+    assert f"checkpoint '{newest}' is unreadable" in output
+    assert (
+        f"discarded the unreadable checkpoint '{newest}' (moved to '{tmp_path / 'unreadable_checkpoints' / '4'}')"
+        in (output)
+    )
+    assert Checkpointer(tmp_path).steps() == [2, 4, 6]  # epochs 3 and 4 trained again, 4 saved again
+    assert [r["epoch"] for r in read_records(tmp_path)] == [1, 2, 3, 4, 5, 6]
