@@ -222,6 +222,9 @@ class MjxEnv(BraxEnv, abc.ABC):
         Never resets: the caller decides what follows a done step. The elapsed
         step count is read from the simulator clock, so wrappers that reset
         `pipeline_state` (brax's auto-reset) also reset the time limit.
+        Metrics keys the state arrives with (brax's evaluation wrapper adds
+        `reward` at reset) are kept, so the state's structure never changes;
+        the reward terms are overwritten with this step's values.
         """
         action = jnp.clip(action, -1.0, 1.0)
         data = self.physics_step(state.pipeline_state, action, self.model(state))
@@ -237,7 +240,7 @@ class MjxEnv(BraxEnv, abc.ABC):
             done=(terminated | truncated).astype(state.done.dtype),
             terminated=terminated.astype(state.done.dtype),
             truncated=truncated.astype(state.done.dtype),
-            metrics=metrics,
+            metrics={**state.metrics, **metrics},
         )
 
     def physics_step(self, data: mjx.Data, action: jax.Array, model: mjx.Model) -> mjx.Data:

@@ -1,54 +1,205 @@
 """Benchmarks against the peers: `python launch/benchmark.py suite=learning env=ant budget_minutes=6 seeds=1`.
 
-suite=learning trains SHAC, brax APG and brax PPO on `env` with the same
-training wall-clock budget each (compile and evaluation time excluded) and
-the same deterministic evaluation; suite=throughput times SHAC's epoch
+suite=learning trains every configuration of brax APG and brax PPO in
+configs/peers/<env>.yaml with one seed, then SHAC and each peer's best
+configuration with `seeds` seeds, all with the same training wall-clock budget
+per run (compile and evaluation time excluded) and the same deterministic
+evaluation; suite=throughput times SHAC's epoch
 against its forward rollout and brax APG's update over an (N, h) grid
 (`preset=gpu` for an accelerator). Writes results.json and PNG plots into the
 run directory and, unless docs= is empty, copies them to
 docs/benchmarks/<section>/ and replaces the generated section of
-docs/benchmarks.md. The work is `shac.tools.benchmarks.suites.run`.
+docs/benchmarks.md. See shac/tools/benchmarks/.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import json
 import os
+import platform
+import shutil
 import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from launch.runtime import configure_runtime, headless_rendering
+from launch.runtime import configure_runtime
+from shac.config import AlgoConfig, ConfigError
+from shac.run.hydra_config import register_configs, to_config
+from shac.tools.benchmarks.config import METHODS, BenchmarkConfig, register_benchmark_config, validate_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
+register_configs()
+register_benchmark_config()
+
+
+def machine(load_average: tuple[float, float, float]) -> dict:
+    """Where and when the benchmark ran, with the load average (1, 5, 15 min) at its start."""
+    import jax
+
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python launch/benchmark.py " + " ".join(sys.argv[1:]),
+        "load_average_at_start": list(load_average),
+        "cpu_count": os.cpu_count(),
+        "device": str(jax.devices()[0].device_kind),
+        "platform": platform.platform(),
+        "jax": jax.__version__,
+    }
+
+
+def env_algo(name: str) -> AlgoConfig:
+    """SHAC's settings for env `name`: configs/algo/shac.yaml with configs/env/<name>.yaml on top."""
+    base = OmegaConf.load(ROOT / "configs/algo/shac.yaml")
+    values = OmegaConf.merge(base, OmegaConf.load(ROOT / f"configs/env/{name}.yaml").algo)
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in OmegaConf.to_container(values).items()}
+    return AlgoConfig(**values)
+
+
+def learning(config: BenchmarkConfig, meta: dict) -> dict:
+    """Trains every configuration of each peer with seed `seed`, then SHAC and each peer's best
+    configuration with `seeds` seeds (the first one's run reused); the results with every run's records."""
+    from shac.config import make_env
+    from shac.tools.benchmarks import learning, report
+
+    env = make_env(config.env, config.randomization, config.smoothing)
+    budget_s = config.budget_minutes * 60
+    peers = {"apg": config.apg, "ppo": config.ppo}
+    runs = []
+
+    def train(method: str, name: str, seed: int) -> None:
+        print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
+        if method == "shac":
+            result = learning.train_shac(
+                env, config.algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps
+            )
+        elif method == "apg":
+            result = learning.train_apg(env, config.apg[name], seed, budget_s, config.eval_episodes, name)
+        else:
+            result = learning.train_ppo(env, config.ppo[name], seed, budget_s, config.eval_episodes, name)
+        last = result.records[-1]
+        print(
+            f"  {len(result.records)} evaluations, final return {last.eval_return:.1f} after "
+            f"{last.wall_time_s:.0f} s and {last.env_steps} steps (compile {result.compile_s or 0:.0f} s)",
+            flush=True,
+        )
+        runs.append({"method": method, "config": name, "seed": seed, **result.to_json()})
+
+    for method in (m for m in config.methods if m in peers):
+        for name in peers[method]:
+            train(method, name, config.seed)
+    records = [r for run in runs for r in run["records"]]
+    chosen = {"shac": "paper", **report.best_configs(records, config.seed)}
+    done = {(run["method"], run["config"], run["seed"]) for run in runs}
+    for method in config.methods:
+        for seed in range(config.seed, config.seed + config.seeds):
+            if (method, chosen[method], seed) not in done:
+                train(method, chosen[method], seed)
+    sources = {method: {name: c.source for name, c in peers[method].items()} for method in peers}
+    results = {**meta, "suite": "learning", "env": config.env.name, "budget_s": budget_s}
+    return results | {"config": dataclasses.asdict(config), "chosen": chosen, "sources": sources, "runs": runs}
+
+
+def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
+    """Measures every point of the grid (saving results.json after each); the results with the points."""
+    from shac.config import make_env
+    from shac.tools.benchmarks import throughput
+
+    grid = config.throughput
+    results = {**meta, "suite": "throughput", "preset": config.preset, "grid": dataclasses.asdict(grid)}
+    results |= {"envs": list(grid.envs or (config.env.name,)), "points": []}
+    for name in results["envs"]:
+        env = make_env(dataclasses.replace(config.env, name=name), config.randomization, config.smoothing)
+        algo = config.algo if name == config.env.name else env_algo(name)
+        for n in grid.num_envs:
+            for h in grid.horizons:
+                print(f"{name} N={n} h={h}", flush=True)
+                apg = next(iter(config.apg.values())) if grid.apg else None  # the first configuration listed
+                point = throughput.measure_point(name, env, algo, n, h, grid.repeats, apg, grid.apg_updates)
+                print("  " + ", ".join(f"{k} {v:.3g}" for k, v in point.items() if isinstance(v, float)), flush=True)
+                results["points"].append(point)
+                (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    return results
+
+
+def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
+    """The docs section name, the Markdown table and the plots (written into `out`) of `results`."""
+    from shac.tools.benchmarks import report
+
+    if results["suite"] == "learning":
+        records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]
+        chosen = results.get("chosen", {r["method"]: "default" for r in records})
+        compared = sorted(report.of_configs(records, chosen), key=lambda r: METHODS.index(r["method"]))
+        title = f"{results['env']}, {results['budget_s'] / 60:g} min per run"
+        table = report.learning_table(report.learning_summary(compared))
+        plots = report.plot_learning(compared, title, out / "learning")
+        if len(compared) < len(records):
+            seed = results["config"]["seed"]
+            tried = [{**r, "method": f"{r['method']} {r['config']}"} for r in records if r["seed"] == seed]
+            configurations = report.configurations_table(records, results.get("sources", {}), chosen)
+            table = f"Every configuration tried:\n\n{configurations}\n\nSHAC against the best of each peer:\n\n{table}"
+            plots += report.plot_learning(tried, f"{title}, seed {seed}", out / "configurations")
+        return f"learning_{results['env']}", table, plots
+    section = f"throughput_{'_'.join(results['envs'])}_{results['preset']}"
+    points = results["points"]
+    return section, report.throughput_table(points), [report.plot_throughput(points, out / "throughput.png")]
+
+
+def write_docs(doc: Path, section: str, results: dict, table: str, files: list[Path], rendered_by: str) -> None:
+    """Copies `files` to docs/benchmarks/<section>/ and replaces `section` of `doc` with the table
+    (`rendered_by`: the command that re-rendered it from a results.json, if it did)."""
+    from shac.tools.benchmarks import report
+
+    folder = ROOT / "docs" / "benchmarks" / section
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        shutil.copy(path, folder / path.name)
+    load = ", ".join(f"{x:.2f}" for x in results["load_average_at_start"])
+    links = " ".join(f"![{p.stem}](benchmarks/{section}/{p.name})" for p in files if p.suffix == ".png")
+    rerendered = f"Re-rendered from its results.json with:\n\n```bash\n{rendered_by}\n```\n\n" if rendered_by else ""
+    body = (
+        f"Measured {results['date']} on {results['cpu_count']} CPU cores ({results['device']}, jax "
+        f"{results['jax']}), load average at start {load} (1, 5, 15 min), with:\n\n"
+        f"```bash\n{results['command']}\n```\n\n{rerendered}{table}\n\n"
+        f"Raw results: [results.json](benchmarks/{section}/results.json).\n\n{links}\n"
+    )
+    report.replace_section(doc, section, body)
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="benchmark")
 def main(cfg: DictConfig) -> None:
     load_average = os.getloadavg()
-    from shac.config import ConfigError
-    from shac.run.hydra_config import to_config
-    from shac.tools.benchmarks.config import BenchmarkConfig, validate_benchmark
-
     try:
         config = to_config(cfg, BenchmarkConfig)
         validate_benchmark(config)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
     configure_runtime(precision=config.precision)
-    from shac.tools.benchmarks import suites
+    out = Path(HydraConfig.get().runtime.output_dir)
+    if config.from_results:
+        results = json.loads(Path(config.from_results).read_text())
+        if results["suite"] == "learning":
+            from shac.tools.benchmarks.learning import retime
 
-    command = "python launch/benchmark.py " + " ".join(sys.argv[1:])
-    print(suites.run(config, Path(HydraConfig.get().runtime.output_dir), ROOT, command, load_average))
+            results["runs"] = [retime(run) for run in results["runs"]]
+    elif config.suite == "learning":
+        results = learning(config, machine(load_average))
+    else:
+        results = throughput(config, out, machine(load_average))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    section, table, plots = render(results, out)
+    print(table)
+    print(f"results: {out / 'results.json'}")
+    if config.docs:
+        rendered_by = "python launch/benchmark.py " + " ".join(sys.argv[1:]) if config.from_results else ""
+        write_docs(ROOT / config.docs, section, results, table, [out / "results.json", *plots], rendered_by)
+        print(f"docs: {config.docs} (section {section})")
 
 
 if __name__ == "__main__":
-    headless_rendering()  # before anything imports mujoco
-    from shac.run.hydra_config import register_configs
-    from shac.tools.benchmarks.config import register_benchmark_config
-
-    register_configs()
-    register_benchmark_config()
     main()

@@ -3,7 +3,10 @@
     python launch/record_trajectory.py env=pendulum_swingup out=pendulum.npz \\
         true_params=[joint:hinge:damping=0.12] seconds=10 amplitudes=[0.8,0.4] frequencies=[2.0,5.3]
 
-The excitation is a multisine; measurement noise is Gaussian.
+The excitation is a multisine, or smooth random controls (`excitation=random`:
+per actuator a sum of 8 sines of random frequency up to `max_hz`, phase and
+amplitude); measurement noise is Gaussian. `dt` sets the sample spacing (any
+multiple of the model's time step; default the environment's control step).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ class RecordArgs:
     """Parameter values to simulate with, as element:name:attribute=value."""
     seconds: float = 10.0
     """Length of the recording."""
+    excitation: str = "multisine"
+    """multisine (from amplitudes and frequencies) or random (smooth random controls from `seed`)."""
+    max_hz: float = 1.0
+    """random: highest frequency of the controls (Hz)."""
+    dt: float = 0.0
+    """Sample spacing in seconds (0: the environment's control step)."""
     amplitudes: list[float] = field(default_factory=lambda: [0.8, 0.4])
     """Multisine amplitudes (control units)."""
     frequencies: list[float] = field(default_factory=lambda: [2.0, 5.3])
@@ -48,7 +57,7 @@ def main(argv: list[str]) -> None:
 
     import envs
     from envs.physics.parameters import ModelParameter, parse_assignments
-    from shac.tools import sysid
+    from shac.tools import trajectory as recording
 
     env = envs.make(args.env)
     model = env.mj_model
@@ -59,21 +68,23 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: {e}")
     if len(args.amplitudes) != len(args.frequencies):
         sys.exit(f"amplitudes ({len(args.amplitudes)}) and frequencies ({len(args.frequencies)}) differ in length")
+    dt = args.dt or env.ctrl_dt
+    substeps = round(dt / model.opt.timestep)
+    if substeps < 1 or abs(substeps * model.opt.timestep - dt) > 1e-9:
+        sys.exit(f"dt={dt} is not a multiple of the model time step {model.opt.timestep} s")
+    rng = np.random.default_rng(args.seed)
+    if args.excitation == "multisine":
+        ctrl = np.repeat(recording.multisine(args.seconds, dt, args.amplitudes, args.frequencies), model.nu, axis=1)
+    elif args.excitation == "random":
+        ctrl = recording.random_excitation(args.seconds, dt, model.nu, rng, args.max_hz)
+    else:
+        sys.exit(f"unknown excitation '{args.excitation}'; available: multisine, random")
     start = jax.device_get(env.initial_data(jax.random.key(args.seed)))
-    ctrl = sysid.multisine(args.seconds, env.ctrl_dt, args.amplitudes, args.frequencies)
-    ctrl = np.repeat(ctrl, model.nu, axis=1)
-    trajectory = sysid.record(
-        model,
-        ctrl,
-        np.asarray(start.qpos),
-        np.asarray(start.qvel),
-        env.ctrl_dt,
-        args.qpos_noise,
-        args.qvel_noise,
-        args.seed,
+    trajectory = recording.record(
+        model, ctrl, np.asarray(start.qpos), np.asarray(start.qvel), dt, args.qpos_noise, args.qvel_noise, rng
     )
     trajectory.save(args.out)
-    print(f"wrote {args.out}: {len(trajectory.time)} samples every {env.ctrl_dt} s")
+    print(f"wrote {args.out}: {len(trajectory.time)} samples every {dt} s")
 
 
 if __name__ == "__main__":

@@ -3,15 +3,19 @@
     python launch/sysid.py data=pendulum.npz env=pendulum_swingup \\
         params=[joint:hinge:damping,joint:hinge:frictionloss] init=[joint:hinge:frictionloss=0.1]
 
-Writes <out>/sysid.json (estimates, standard errors, confidence intervals,
-Fisher eigen-directions, flags, fit history, gradient cost of autodiff versus
-finite differences) and <out>/landscape.png, and prints a summary.
+Writes <out>/sysid.json (convergence, estimates, standard errors, confidence
+intervals, the noise model, Fisher eigen-directions, flags, fit history,
+Jacobian cost of autodiff versus finite differences) and <out>/landscape.png,
+and prints a summary. Unusable data stops with one line before anything
+compiles; a fit that does not converge says so first and exits with status 3
+unless allow_unconverged=true.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,12 +24,13 @@ from omegaconf import MISSING
 from launch import cli
 
 METHODS = ("autodiff", "finite_difference")
+NOT_CONVERGED_STATUS = 3
 
 
 @dataclass
 class SysidArgs:
     data: str = MISSING
-    """Trajectory file (.npz or .csv; format in shac/tools/sysid.py)."""
+    """Trajectory file (.npz or .csv; format in shac/tools/trajectory.py)."""
     env: str = MISSING
     """Registered environment whose MJCF model is calibrated."""
     params: list[str] = field(default_factory=list)
@@ -34,14 +39,20 @@ class SysidArgs:
     """Initial guesses as element:name:attribute=value (default: the model's values, which must be > 0)."""
     upper: list[str] = field(default_factory=list)
     """Upper bounds as element:name:attribute=value (default: none; every parameter is kept > 0)."""
-    segment_length: int = 20
-    """Samples per multiple-shooting segment."""
+    segment_seconds: float | None = None
+    """Duration of each multiple-shooting segment (default: about 1 s, at most a fifth of the data)."""
+    qpos_noise: float = 0.0
+    """Standard deviation of the position measurement noise (0: estimate it per coordinate)."""
+    qvel_noise: float = 0.0
+    """Standard deviation of the velocity measurement noise (0: estimate it per coordinate)."""
     steps: int = 50
-    """Maximum optimiser steps."""
+    """Maximum Levenberg-Marquardt iterations."""
+    allow_unconverged: bool = False
+    """Exit with status 0 even if the fit did not converge (the report still says so)."""
     method: str = "autodiff"
-    """Gradient source: autodiff (MJX) or finite_difference (MuJoCo's C simulator)."""
+    """Jacobian source: autodiff (MJX) or finite_difference (MuJoCo's C simulator)."""
     compare_cost: bool = True
-    """Also time one gradient of the other method, for the report."""
+    """Also time one Jacobian of the other method, for the report."""
     out: str = ""
     """Output directory (default: <data file stem>_sysid beside the data)."""
 
@@ -54,8 +65,12 @@ def parse(argv: list[str]) -> SysidArgs:
         sys.exit("params must name at least one parameter, e.g. params=[joint:hinge:damping]")
     if args.method not in METHODS:
         sys.exit(f"unknown method '{args.method}'; available: {', '.join(METHODS)}")
-    if args.segment_length < 1 or args.steps < 1:
-        sys.exit(f"segment_length and steps must be >= 1, got {args.segment_length} and {args.steps}")
+    if args.steps < 1:
+        sys.exit(f"steps must be >= 1, got {args.steps}")
+    if args.segment_seconds is not None and args.segment_seconds <= 0:
+        sys.exit(f"segment_seconds must be > 0, got {args.segment_seconds}")
+    if (args.qpos_noise > 0) != (args.qvel_noise > 0) or min(args.qpos_noise, args.qvel_noise) < 0:
+        sys.exit(f"give both qpos_noise and qvel_noise > 0, or neither; got {args.qpos_noise} and {args.qvel_noise}")
     return args
 
 
@@ -64,12 +79,12 @@ def main(argv: list[str]) -> None:
     from launch.runtime import configure_runtime
 
     configure_runtime()
-    import jax
     import numpy as np
 
     import envs
     from envs.physics.parameters import ModelParameter, parse_assignments
     from shac.tools import identifiability, sysid
+    from shac.tools.trajectory import Trajectory
 
     try:
         env = envs.make(args.env)
@@ -77,55 +92,80 @@ def main(argv: list[str]) -> None:
         for key, value in parse_assignments(args.init).items():
             ModelParameter.parse(key, model).write_mj(model, value)
         bounds = {key: sysid.Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
-        problem = sysid.Problem(model, args.params, sysid.Trajectory.load(args.data), args.segment_length, bounds)
+        noise = (args.qpos_noise, args.qvel_noise) if args.qpos_noise > 0 else None
+        trajectory = Trajectory.load(args.data)
+        problem = sysid.Problem(model, args.params, trajectory, args.segment_seconds, bounds, noise)
         problem.to_theta(problem.initial_values)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
     out = Path(args.out) if args.out else Path(args.data).with_name(Path(args.data).stem + "_sysid")
     out.mkdir(parents=True, exist_ok=True)
 
-    print(f"fitting {', '.join(args.params)} on {len(problem.segments.ctrl)} segments ({args.method})")
+    print(f"fitting {', '.join(args.params)} ({args.method}) on {problem.describe()}")
 
     def progress(step: int, loss: float, values: np.ndarray) -> None:
         estimate = ", ".join(f"{v:.6g}" for v in values)
         print(f"  step {step:3d}  loss {loss:.6g}  [{estimate}]", flush=True)
 
     result = sysid.fit(problem, steps=args.steps, method=args.method, on_step=progress)
-    values = result.values
-    jacobian = problem.jacobian(values, method=args.method)
-    residuals = (
-        np.asarray(problem.residuals(jax.numpy.asarray(values, jax.numpy.float32)))
-        if args.method == "autodiff"
-        else problem.residuals_mujoco(values)
-    )
-    report = identifiability.analyze(tuple(args.params), values, jacobian, residuals)
-    cost = {args.method: result.seconds_per_gradient}
+    report = identifiability.analyze(tuple(args.params), result.values, result.information, result.converged)
+    cost = {args.method: result.seconds_per_jacobian}
     if args.compare_cost:
         other = METHODS[1 - METHODS.index(args.method)]
-        cost[other] = sysid.time_gradient(problem, values, other)
-    report.update(
-        data=str(args.data),
-        env=args.env,
-        method=args.method,
-        converged=result.converged,
-        steps=result.steps,
-        losses=result.losses,
-        seconds_per_gradient=cost,
-    )
+        cost[other] = _time_jacobian(problem, result, other)
+    nq = problem.nq
+    report = {
+        "converged": result.converged,
+        "stalled": result.stalled,
+        "steps": result.steps,
+        "step_length": result.step_length,
+        **report,
+        "noise": {
+            "source": "given" if result.noise_given else "estimated from the residuals",
+            "qpos": result.noise[:nq].tolist(),
+            "qvel": result.noise[nq:].tolist(),
+            "normalised_residual_rms": float(np.sqrt(np.mean(result.residuals**2))),
+        },
+        "segments": {"count": len(result.start_states), "seconds": problem.segment_seconds},
+        "data": str(args.data),
+        "env": args.env,
+        "method": args.method,
+        "losses": result.losses,
+        "seconds_per_jacobian": cost,
+    }
     (out / "sysid.json").write_text(json.dumps(report, indent=2) + "\n")
-    loss_fn = jax.jit(jax.vmap(problem.loss)) if args.method == "autodiff" else _map(problem.loss_mujoco)
+    residuals_of = problem.residuals if args.method == "autodiff" else problem.residuals_mujoco
+    weights = 1.0 / result.noise
+
+    def loss_fn(grid: np.ndarray) -> np.ndarray:
+        return np.array([np.mean(residuals_of(row, result.start_states, weights) ** 2) for row in grid])
+
     identifiability.plot_landscape(loss_fn, tuple(args.params), report, str(out / "landscape.png"))
-    status = "converged" if result.converged else "stopped at the step limit"
-    print(f"{status} after {result.steps} steps, loss {result.losses[-1]:.6g}")
     print("\n".join(identifiability.summary_lines(report)))
-    print("seconds per gradient: " + ", ".join(f"{k} {v:.4g}" for k, v in cost.items()))
+    print(
+        "seconds per Jacobian: "
+        + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in cost.items())
+    )
     print(f"report: {out / 'sysid.json'}, figure: {out / 'landscape.png'}")
+    if not result.converged and not args.allow_unconverged:
+        print(
+            f"error: the fit did not converge in {args.steps} steps; raise steps=, check the data and initial "
+            "guesses, or pass allow_unconverged=true to accept it",
+            file=sys.stderr,
+        )
+        sys.exit(NOT_CONVERGED_STATUS)
 
 
-def _map(loss):
-    import numpy as np
-
-    return lambda grid: np.array([loss(row) for row in grid])
+def _time_jacobian(problem, result, method: str) -> float | str:
+    """Seconds for one Jacobian by `method` (after compilation), or why it failed."""
+    weights = 1.0 / result.noise
+    try:
+        problem.jacobian(result.values, result.start_states, weights, method)
+        start = time.perf_counter()
+        problem.jacobian(result.values, result.start_states, weights, method)
+        return time.perf_counter() - start
+    except Exception as e:
+        return f"unavailable: {type(e).__name__}: {e}"
 
 
 if __name__ == "__main__":

@@ -250,14 +250,17 @@ class LoggerConfig:
     log_every: int = 1
     """Write metrics every this many epochs."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: a live bar when stdout is a terminal, otherwise one plain line every
+    `progress_every` epochs (epoch/total, env steps, return, steps/s, elapsed, ETA)."""
+    progress_every: int = 10
+    """Epochs between plain progress lines (when stdout is not a terminal: a file, a cluster log)."""
     video_every: int = 0
     """Render one deterministic episode to `videos/epoch_<k>.mp4` in the run directory (and
     W&B) every this many epochs; 0 disables. Needs headless OpenGL (MUJOCO_GL=egl)."""
 
     def __post_init__(self):
         _check_choice("logger.mode", self.mode, LOGGER_MODES)
-        _check_positive({"logger.log_every": self.log_every})
+        _check_positive({"logger.log_every": self.log_every, "logger.progress_every": self.progress_every})
         _check_non_negative({"logger.video_every": self.video_every})
 
 
@@ -394,6 +397,14 @@ class DiagnoseConfig(TrainConfig):
     diagnose: DiagnoseOptions = DiagnoseOptions()
 
 
+def named_configs(hint: object) -> type | None:
+    """The dataclass X of a `dict[str, X]` type hint (named configurations of one kind); else None."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+        return args[1]
+    return None
+
+
 def from_dict(cls: type, values: dict, prefix: str = ""):
     """The frozen `cls` from a plain dict such as `config.json` holds (lists become tuples).
 
@@ -407,6 +418,9 @@ def from_dict(cls: type, values: dict, prefix: str = ""):
             raise ConfigError(unknown_key_message(f"{prefix}{name}", cls))
         if dataclasses.is_dataclass(hints[name]):
             value = from_dict(hints[name], value, f"{prefix}{name}.")
+        elif named_configs(hints[name]) is not None:
+            entry = named_configs(hints[name])
+            value = {key: from_dict(entry, v, f"{prefix}{name}.{key}.") for key, v in value.items()}
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[name] = value
@@ -481,9 +495,15 @@ def randomization_ranges(cfg: RandomizationConfig) -> dict[str, tuple[float, flo
     path = Path(cfg.report)
     if not path.is_file():
         raise FileNotFoundError(f"randomization.report: no sysid report at '{cfg.report}'")
-    parameters = json.loads(path.read_text()).get("parameters", {})
+    report = json.loads(path.read_text())
+    parameters = report.get("parameters", {})
     if not parameters:
         raise ValueError(f"randomization.report '{cfg.report}' holds no parameters")
+    if report.get("converged") is False:
+        raise ValueError(
+            f"randomization.report '{cfg.report}' is from a sysid fit that did not converge; its intervals are "
+            "unreliable: refit (launch/sysid.py steps=...) or set ranges with randomization=uniform"
+        )
     return {
         key: (
             entry["estimate"] * math.exp(-cfg.num_std * entry["relative_std"]),

@@ -1,5 +1,6 @@
 """The benchmarks: budget clock, summary arithmetic, a peer stopped by its budget, the throughput CLI."""
 
+import dataclasses
 import json
 import re
 
@@ -85,6 +86,53 @@ def test_negative_returns_start_from_the_best_untrained_return():
     assert summary["thresholds"][0.5] == -600.0
     assert summary["methods"]["a"]["reach"][0.5]["wall_time_s"] == 1.0
     assert summary["methods"]["b"]["reach"][0.5]["reached"] == 0  # -700 < -600
+
+
+def _run(method, config, seed, returns):
+    return [{**_record(method, seed, 10 * k, float(k), r), "config": config} for k, r in enumerate(returns)]
+
+
+def test_each_peers_best_configuration_is_chosen_by_its_first_seeds_final_return():
+    records = _run("ppo", "playground", 0, [-1800.0, -5000.0]) + _run("ppo", "lean", 0, [-1800.0, -1400.0])
+    records += _run("ppo", "playground", 1, [-1800.0, -100.0])  # another seed: not part of the choice
+    records += _run("apg", "brax_defaults", 0, [-1800.0, -1500.0]) + _run("shac", "paper", 0, [-1800.0, -400.0])
+    best = report.best_configs(records, seed=0)
+    assert best == {"ppo": "lean", "apg": "brax_defaults", "shac": "paper"}
+    assert {(r["method"], r["config"]) for r in report.of_configs(records, best)} == {
+        ("ppo", "lean"),
+        ("apg", "brax_defaults"),
+        ("shac", "paper"),
+    }
+    table = report.configurations_table(records, {"ppo": {"lean": "CPU-sized"}}, best)
+    rows = table.splitlines()[2:]
+    # the chosen configuration first; final return mean +- std over its seeds: (-5000 - 100) / 2, std 2450
+    assert rows[0] == "| ppo | lean | 1 | -1400.0 | -1400.0 | 1 s, 10 steps | 10 | yes | CPU-sized |"
+    assert rows[1] == "| ppo | playground | 2 | -2550.0 ± 2450.0 | -100.0 | 1 s, 10 steps | 10 |  |  |"
+    summary = report.learning_summary(report.of_configs(records, best))
+    assert "| ppo (lean) | 1 | -1400.0 |" in report.learning_table(summary)
+
+
+def test_peer_configurations_compose_by_name_and_an_empty_peer_is_refused():
+    from hydra import compose, initialize_config_dir
+
+    from launch.benchmark import ROOT
+    from shac.config import ConfigError
+    from shac.run.hydra_config import to_config
+    from shac.tools.benchmarks.config import BenchmarkConfig, validate_benchmark
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cfg = compose("benchmark", overrides=["env=cartpole_swingup", "ppo.lean.learning_rate=1e-3"])
+        config = to_config(cfg, BenchmarkConfig)
+    assert list(config.ppo) == ["playground", "brax_example", "lean"] and list(config.apg) == ["brax_defaults", "lean"]
+    assert isinstance(config.ppo["lean"], PPOConfig) and config.ppo["lean"].learning_rate == 1e-3
+    assert config.ppo["lean"].policy_hidden == (64, 64) and config.ppo["lean"].source
+    validate_benchmark(config)
+    with pytest.raises(ConfigError, match="ppo has no configurations"):
+        validate_benchmark(dataclasses.replace(config, ppo={}))
+    validate_benchmark(dataclasses.replace(config, ppo={}, methods=("shac", "apg")))  # not needed then
+    bad = dataclasses.replace(config.ppo["lean"], batch_size=3)
+    with pytest.raises(ConfigError, match=re.escape("ppo.lean.batch_size * ppo.lean.num_minibatches (3 * 8)")):
+        validate_benchmark(dataclasses.replace(config, ppo={"lean": bad}))
 
 
 def test_replace_section_keeps_the_rest(tmp_path):

@@ -100,3 +100,19 @@ def test_training_with_randomization_from_a_sysid_report(tmp_path):
     assert ((damping >= 0.1 * np.exp(-0.2) - 1e-6) & (damping <= 0.1 * np.exp(0.2) + 1e-6)).all()
     assert record["actor/skipped"] == 0 and np.isfinite(record["actor/grad_norm"])
     assert (tmp_path / "run" / "policy.msgpack").is_file()
+
+
+def test_a_report_from_an_unconverged_fit_is_refused(tmp_path):
+    from shac.config import randomization_ranges
+
+    report = tmp_path / "sysid.json"
+    entry = {"estimate": 0.1, "relative_std": 0.1}
+    report.write_text(json.dumps({"converged": False, "parameters": {"joint:hinge:damping": entry}}))
+    with pytest.raises(ValueError, match="from a sysid fit that did not converge"):
+        randomization_ranges(RandomizationConfig(mode="from_sysid", report=str(report)))
+    report.write_text(json.dumps({"converged": True, "parameters": {"joint:hinge:damping": entry}}))
+    low, high = randomization_ranges(RandomizationConfig(mode="from_sysid", report=str(report), num_std=2.0))[
+        "joint:hinge:damping"
+    ]
+    # estimate * exp(-+2 * 0.1)
+    assert low == pytest.approx(0.1 * np.exp(-0.2)) and high == pytest.approx(0.1 * np.exp(0.2))

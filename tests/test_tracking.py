@@ -1,9 +1,13 @@
-"""metrics.jsonl is always written; W&B files only when W&B is on."""
+"""metrics.jsonl is always written; W&B files only when W&B is on; plain progress lines off a terminal."""
 
 import json
+import re
+import subprocess
+import sys
 
 from shac.config import LoggerConfig, TrainConfig
-from shac.run.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, read_records
+from shac.run.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, progress_line, read_records
+from tests.conftest import ROOT
 
 
 def config(mode):
@@ -64,7 +68,8 @@ def test_offline_run_logs_video_and_artifacts_into_one_wandb_run_across_resumes(
     assert f"policy-{run_id}".encode() in next(runs[1].glob("*.wandb")).read_bytes()
 
 
-def test_a_warning_shows_at_the_end_of_the_progress_line_until_cleared(tmp_path):
+def test_a_warning_shows_at_the_end_of_the_progress_line_until_cleared(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the live bar is for terminals only
     progress = TrainConfig(logger=LoggerConfig(mode="disabled", progress=True))
     with Tracker(progress, tmp_path) as tracker:
         task = tracker._progress.tasks[0]
@@ -73,3 +78,39 @@ def test_a_warning_shows_at_the_end_of_the_progress_line_until_cleared(tmp_path)
         assert task.fields["warning"] == "| BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row"
         tracker.warn("")
         assert task.fields["warning"] == ""
+
+
+def test_off_a_terminal_a_warning_is_a_line_of_its_own(tmp_path, capsys):
+    progress = TrainConfig(logger=LoggerConfig(mode="disabled", progress=True))
+    with Tracker(progress, tmp_path) as tracker:
+        assert tracker._progress is None  # pytest's captured stdout is not a terminal
+        tracker.warn("BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row")
+        tracker.warn("")
+    assert capsys.readouterr().out == "warning: BAD EPOCH 3: actor update skipped (non-finite gradient); 1 in a row\n"
+
+
+def test_progress_line_by_hand():
+    # 1,024,000 steps / 88 s = 11,636.4 steps/s; 88 s = 0:01:28, 792 s = 0:13:12
+    line = progress_line(50, 500, 1_024_000, -450.23, 88.0, 792.0)
+    assert line == "epoch 50/500 | 1,024,000 steps | return -450.2 | 11,636 steps/s | elapsed 0:01:28 | ETA 0:13:12"
+    assert "| return - |" in progress_line(1, 500, 2048, None, 1.0, 499.0)
+
+
+LINE = re.compile(
+    r"^epoch (\d+)/(\d+) \| ([\d,]+) steps \| return (-|-?[\d.]+) \| [\d,]+ steps/s \| "
+    r"elapsed \d+:\d\d:\d\d \| ETA \d+:\d\d:\d\d$"
+)
+"""A complete plain progress line."""
+
+
+def test_a_training_run_redirected_to_a_file_prints_complete_progress_lines(tmp_path):
+    # the toy env's run (tests/toy_train.py) with progress on and stdout a file, as on a cluster
+    log = tmp_path / "train.log"
+    overrides = ["logger.progress=true", "logger.progress_every=2", "algo.max_epochs=5", f"hydra.run.dir={tmp_path}"]
+    with open(log, "w") as out:
+        subprocess.run([sys.executable, "-m", "tests.toy_train", *overrides], cwd=ROOT, stdout=out, check=True)
+    text = log.read_text()
+    assert "\x1b" not in text and "\r" not in text  # no terminal control codes: no live bar
+    lines = [m for m in map(LINE.match, text.splitlines()) if m]
+    # every 2 epochs and the last; each line whole, its steps 4 envs x 4 steps per epoch
+    assert [(m[1], m[2], m[3]) for m in lines] == [("2", "5", "32"), ("4", "5", "64"), ("5", "5", "80")]

@@ -27,6 +27,7 @@ from shac.config import (
     LaunchOptions,
     TrainConfig,
     from_dict,
+    named_configs,
     to_train_config,
     unknown_key_message,
 )
@@ -56,6 +57,9 @@ def schema(cls: type, extra: type | None = None) -> type:
             if dataclasses.is_dataclass(hints[f.name]):
                 twin = schema(hints[f.name])
                 fields.append((f.name, twin, dataclasses.field(default_factory=twin)))
+            elif named_configs(hints[f.name]) is not None:
+                twin = schema(named_configs(hints[f.name]))
+                fields.append((f.name, dict[str, twin], dataclasses.field(default_factory=dict)))
             elif f.default_factory is not dataclasses.MISSING:
                 fields.append((f.name, hints[f.name], dataclasses.field(default_factory=f.default_factory)))
             else:

@@ -1,10 +1,13 @@
-"""Run tracking: metrics.jsonl in the run directory, Weights & Biases, and a progress bar."""
+"""Run tracking: metrics.jsonl in the run directory, Weights & Biases, and progress (a live bar on a
+terminal, plain lines otherwise)."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -65,6 +68,23 @@ def log_artifact(config: TrainConfig, run_dir: Path, name: str, kind: str, paths
         wandb_run.finish()
 
 
+def _duration(seconds: float) -> str:
+    return str(datetime.timedelta(seconds=round(seconds)))
+
+
+def progress_line(
+    epoch: int, total: int, env_steps: int, episode_return: float | None, elapsed_s: float, eta_s: float
+) -> str:
+    """One complete plain progress line, e.g. `epoch 50/500 | 1,024,000 steps | return -450.2 |
+    11,647 steps/s | elapsed 0:01:28 | ETA 0:13:12` (return `-` before an episode has ended)."""
+    shown = "-" if episode_return is None else f"{episode_return:.1f}"
+    rate = env_steps / max(elapsed_s, 1e-9)
+    return (
+        f"epoch {epoch}/{total} | {env_steps:,} steps | return {shown} | {rate:,.0f} steps/s | "
+        f"elapsed {_duration(elapsed_s)} | ETA {_duration(eta_s)}"
+    )
+
+
 def read_records(run_dir: Path) -> list[dict]:
     """The records of `metrics.jsonl` (a line cut short by a killed run is skipped)."""
     path = run_dir / METRICS_FILE
@@ -82,7 +102,10 @@ def read_records(run_dir: Path) -> list[dict]:
 class Tracker:
     """Writes each logged epoch to `metrics.jsonl` (always) and to W&B (unless disabled).
 
-    Non-finite values are written as JSON null. Use as a context manager.
+    Non-finite values are written as JSON null. With `logger.progress`, shows a
+    live bar when stdout is a terminal and otherwise prints one complete line
+    (`progress_line`) at the first logged epoch of every `logger.progress_every`
+    and at the last. Use as a context manager.
 
     Args:
         config: the run's config (sent to W&B, shapes the progress bar).
@@ -101,6 +124,9 @@ class Tracker:
         self.last_record: dict = kept[-1] if kept else {}
         self.start = time.perf_counter() - self.last_record.get("wall_time_s", 0.0)
         self._file = self._wandb_run = self._progress = None
+        self._start_epoch = self._printed_epoch = start_epoch
+        self._resumed_at = time.perf_counter()
+        self._lines = write and config.logger.progress and not sys.stdout.isatty()
         if not write:
             return
         path = run_dir / METRICS_FILE
@@ -109,7 +135,7 @@ class Tracker:
         partial.replace(path)  # atomic: a run killed here still has every record it kept
         self._file = open(path, "a")  # noqa: SIM115 (closed in close())
         self._wandb_run = _wandb_run(config, run_dir)
-        if config.logger.progress:
+        if config.logger.progress and not self._lines:
             self._progress = Progress(
                 TextColumn("epoch"),
                 MofNCompleteColumn(),
@@ -154,13 +180,27 @@ class Tracker:
             if episode_return is not None:
                 fields["episode_return"] = f"{episode_return:.1f}"
             self._progress.update(self._task, completed=epoch, **fields)
+        total = self.config.algo.max_epochs
+        if self._lines and (epoch - self._printed_epoch >= self.config.logger.progress_every or epoch >= total):
+            self._print_line(epoch, env_steps, record.get("train/episode_return"), wall_time)
         self.last_record = record
         return record
 
+    def _print_line(self, epoch: int, env_steps: int, episode_return: float | None, wall_time: float) -> None:
+        """Prints `progress_line`; the ETA extrapolates this process's time per epoch."""
+        total = self.config.algo.max_epochs
+        per_epoch = (time.perf_counter() - self._resumed_at) / max(epoch - self._start_epoch, 1)
+        eta = per_epoch * max(total - epoch, 0)
+        print(progress_line(epoch, total, env_steps, episode_return, wall_time, eta), flush=True)
+        self._printed_epoch = epoch
+
     def warn(self, text: str) -> None:
-        """Shows `text` in red at the end of the progress line ("" clears it)."""
+        """Shows `text` in red at the end of the progress bar ("" clears it); off a terminal, prints
+        it as a line of its own."""
         if self._progress is not None:
             self._progress.update(self._task, warning=text and f"| {text}")
+        elif self._lines and text:
+            print(f"warning: {text}", flush=True)
 
     def log_video(self, epoch: int, path: Path) -> None:
         """Sends an mp4 to W&B as `eval/video` at `epoch` (the file itself stays in the run directory)."""

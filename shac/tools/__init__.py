@@ -1,5 +1,6 @@
-"""Tools built on the algorithm and its runs: system identification (`sysid`,
-`identifiability`), gradient diagnostics (`diagnostics`) and the benchmarks against the
+"""Tools built on the algorithm and its runs: system identification (`trajectory`,
+`sysid`, `least_squares`, `identifiability`, and its coverage benchmark
+`sysid_coverage`), gradient diagnostics (`diagnostics`) and the benchmarks against the
 peers (`benchmarks/`).
 
 A new benchmark goes in `benchmarks/`; a new analysis of trained runs or of the physics

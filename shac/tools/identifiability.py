@@ -1,10 +1,12 @@
 """What the data can and cannot tell about identified parameters.
 
-At the estimate, the Gauss-Newton approximation of the Fisher information of
-the (log) parameters, F = J^T J / sigma^2 with J = d residuals / d log(values)
-and sigma^2 the residual variance, gives standard errors (the diagonal of
-F^-1) and, through its eigen-decomposition, the combinations of parameters
-the data pins down (large eigenvalues) or leaves free (small ones).
+The fit's information matrix about the parameters, F = J^T J of the
+noise-weighted residuals with every segment start state free (the Schur
+complement in `shac.tools.least_squares`), is the inverse covariance of the
+estimates. Taken in relative units (d residuals / d log(values)), its inverse
+gives relative standard errors and 95% intervals, and its eigen-decomposition
+the combinations of parameters the data pins down (large eigenvalues) or
+leaves free (small ones), which are flagged in plain language.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import numpy as np
 from matplotlib.figure import Figure
 
 Z_95 = 1.959964
+SINGULAR_RTOL = 1e-12
+"""Eigenvalues of the relative information below this fraction of the largest count as zero (undetermined)."""
 
 
 def analyze(
     keys: tuple[str, ...],
     values: np.ndarray,
-    jacobian: np.ndarray,
-    residuals: np.ndarray,
+    information: np.ndarray,
+    reliable: bool = True,
     max_relative_std: float = 0.05,
     component_threshold: float = 0.3,
 ) -> dict:
@@ -30,8 +34,9 @@ def analyze(
     Args:
         keys: parameter names, P of them.
         values: float [P] estimates.
-        jacobian: float [M, P] d residuals / d values at the estimate.
-        residuals: float [M] residuals at the estimate.
+        information: float [P, P] the information matrix about the values
+            (inverse covariance), with the segment start states eliminated.
+        reliable: whether the fit converged; recorded with every interval.
         max_relative_std: a direction whose relative standard deviation
             exceeds this is flagged as unresolved.
         component_threshold: parameters whose |component| in a flagged
@@ -39,17 +44,18 @@ def analyze(
 
     Returns:
         A JSON-ready dict: `parameters` (estimate, std_error, relative_std,
-        ci95 per key), `directions` (eigenvalue, relative_std, unit vector per
-        key, weakest first), `flags` (plain-language sentences),
-        `residual_std`, `condition_number`.
+        ci95, reliable per key), `directions` (eigenvalue, relative_std, unit
+        vector per key, weakest first), `flags` (plain-language sentences),
+        `condition_number`.
     """
-    m, p = jacobian.shape
-    sigma2 = float(residuals @ residuals) / max(m - p, 1)
-    relative_jacobian = jacobian * values[None, :]
-    fisher = relative_jacobian.T @ relative_jacobian / sigma2
+    p = len(keys)
+    fisher = information * values[:, None] * values[None, :]
     eigenvalues, eigenvectors = np.linalg.eigh(fisher)
-    covariance = np.linalg.pinv(fisher)
-    relative_std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    determined = eigenvalues > SINGULAR_RTOL * max(eigenvalues.max(), 0.0)
+    inverse = np.where(determined, 1.0 / np.where(determined, eigenvalues, 1.0), np.inf)
+    share = eigenvectors**2  # share[i, k]: how much of direction k parameter i carries
+    variance = np.where(share > 1e-12, share * inverse[None], 0.0).sum(axis=1)
+    relative_std = np.sqrt(variance)
 
     parameters = {
         key: {
@@ -57,38 +63,38 @@ def analyze(
             "std_error": float(values[i] * relative_std[i]),
             "relative_std": float(relative_std[i]),
             "ci95": [float(values[i] * (1 - Z_95 * relative_std[i])), float(values[i] * (1 + Z_95 * relative_std[i]))],
+            "reliable": reliable,
         }
         for i, key in enumerate(keys)
     }
     directions, flags = [], []
+    effects = np.sqrt(np.maximum(np.diag(fisher), 0.0))
     for k in range(p):
-        eigenvalue = float(eigenvalues[k])
-        direction_std = float(1.0 / np.sqrt(eigenvalue)) if eigenvalue > 0 else float("inf")
+        direction_std = float(np.sqrt(inverse[k]))
         vector = eigenvectors[:, k] * np.sign(eigenvectors[np.argmax(np.abs(eigenvectors[:, k])), k])
         directions.append(
             {
-                "eigenvalue": eigenvalue,
+                "eigenvalue": float(eigenvalues[k]),
                 "relative_std": direction_std,
                 "vector": {key: float(vector[i]) for i, key in enumerate(keys)},
             }
         )
         if direction_std > max_relative_std:
             involved = [keys[i] for i in np.argsort(-np.abs(vector)) if abs(vector[i]) > component_threshold]
-            flags.append(_flag(involved, vector, keys, direction_std, np.linalg.norm(relative_jacobian, axis=0)))
-    positive = eigenvalues[eigenvalues > 0]
+            flags.append(_flag(involved, vector, keys, direction_std, effects))
+    positive = eigenvalues[determined]
     return {
         "parameters": parameters,
         "directions": directions,
         "flags": flags,
-        "residual_std": float(np.sqrt(sigma2)),
-        "condition_number": float(positive.max() / positive.min()) if positive.size else float("inf"),
+        "condition_number": float(positive.max() / positive.min()) if positive.size == p else float("inf"),
     }
 
 
 def _flag(
     involved: list[str], vector: np.ndarray, keys: tuple[str, ...], direction_std: float, effects: np.ndarray
 ) -> str:
-    """A sentence on one unresolved direction; `effects` are the norms of d residuals / d log(value)."""
+    """A sentence on one unresolved direction; `effects` are the norms of weighted d residuals / d log(value)."""
     spread = f"±{100 * direction_std:.0f}% along this direction"
     if len(involved) == 1:
         weak = keys.index(involved[0])
@@ -109,19 +115,44 @@ def _flag(
 
 
 def summary_lines(report: dict) -> list[str]:
-    """The printed summary: one line per parameter, then the flags."""
-    lines = []
+    """The printed summary: convergence first, one line per parameter, the noise model, then the flags.
+
+    Args:
+        report: `analyze`'s dict with the fit's `converged`, `stalled`, `steps`,
+            `step_length` (standard errors) and `noise` (`noise_model_line`'s input) added.
+    """
+    remaining = f"the Gauss-Newton step {report['step_length']:.2g} standard errors long"
+    stall = "the cost stopped decreasing (the simulation is not smooth at this scale)"
+    if report["converged"]:
+        lines = [f"converged after {report['steps']} steps, {remaining}" + (f"; {stall}" if report["stalled"] else "")]
+    else:
+        why = stall if report["stalled"] else "stopped at the step limit"
+        lines = [
+            f"NOT CONVERGED after {report['steps']} steps: {why}, {remaining}; "
+            "every estimate and interval below is unreliable"
+        ]
     for key, entry in report["parameters"].items():
         low, high = entry["ci95"]
         lines.append(
             f"{key}: {entry['estimate']:.6g} ± {entry['std_error']:.2g} "
-            f"({100 * entry['relative_std']:.1f}%), 95% CI [{low:.6g}, {high:.6g}]"
+            f"({100 * entry['relative_std']:.2f}%), 95% CI [{low:.6g}, {high:.6g}]"
+            + ("" if entry["reliable"] else " (unreliable: not converged)")
         )
-    lines.append(f"condition number {report['condition_number']:.3g}, residual std {report['residual_std']:.3g}")
+    lines.append(noise_model_line(report["noise"]))
+    lines.append(f"condition number {report['condition_number']:.3g}")
     lines.extend(f"FLAG: {flag}" for flag in report["flags"])
     if not report["flags"]:
         lines.append("every direction is resolved")
     return lines
+
+
+def noise_model_line(noise: dict) -> str:
+    """One sentence on the assumed noise; `noise` holds `source` (given or estimated), `qpos` and `qvel` lists."""
+    stds = ", ".join(f"{name} [{', '.join(f'{s:.3g}' for s in noise[name])}]" for name in ("qpos", "qvel"))
+    return (
+        "noise model: independent Gaussian measurement noise per coordinate, constant in time, exact controls; "
+        f"standard deviations ({noise['source']}): {stds}"
+    )
 
 
 def least_identifiable_pair(report: dict) -> tuple[str, ...]:

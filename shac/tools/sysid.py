@@ -1,112 +1,49 @@
-"""Differentiable system identification by multiple shooting through MJX, with identifiability.
+"""System identification by multiple shooting through MJX, fitted by Levenberg-Marquardt.
 
-Recorded trajectories are cut into short segments; each segment is simulated
-from its measured initial state under the measured controls, and the named
-model parameters (`envs.physics.parameters`) are fitted to the measured positions and
-velocities by gradient descent (optax) on a log (or bounded logistic)
-reparameterisation that keeps them positive and within bounds.
+A recorded trajectory (`shac.tools.trajectory`) is cut into segments of equal
+duration. Each segment starts from its own start state, a decision variable
+initialised from the measurement there, and is simulated under the measured
+controls. The residuals are, per segment, the start state minus its
+measurement and each simulated state minus the next measurement, every
+coordinate divided by its noise standard deviation; each measurement enters
+exactly once. The named model parameters (`envs.physics.parameters`) and all start
+states are fitted together by Levenberg-Marquardt (`shac.tools.least_squares`), so
+noise in the measured start states does not bias the parameters and the
+intervals account for the start states being estimated too.
 
-Data format (NPZ with these arrays, or CSV with a header naming these columns,
-vector columns as `qpos_0, qpos_1, ...`):
-    time: float [T], seconds, evenly spaced by a multiple of the model's time step.
-    qpos: float [T, nq]; qvel: float [T, nv]; ctrl: float [T, nu], the control
-    applied from each sample to the next.
+Noise model: independent Gaussian measurement noise, one standard deviation per
+qpos and qvel coordinate, constant in time; controls are exact. The standard
+deviations are given, or estimated: from third differences of the data to
+start, then from the fit's residuals (each divided by 1 - its leverage) until
+they change by less than 5%.
+
+Jacobians come from MJX's forward mode (`method="autodiff"`) or from central
+differences with MuJoCo's C simulator (`"finite_difference"`, for models MJX
+cannot differentiate).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-import optax
-from flax import struct
 from mujoco import mjx
-from mujoco import rollout as mj_rollout
 
 from envs.physics.parameters import ModelParameter, parse_all, write_all
+from shac.tools import least_squares
+from shac.tools.trajectory import Trajectory, simulate_mujoco
 
-
-@dataclass(frozen=True)
-class Trajectory:
-    """A recorded trajectory (see the module docstring for the format)."""
-
-    time: np.ndarray
-    qpos: np.ndarray
-    qvel: np.ndarray
-    ctrl: np.ndarray
-
-    @classmethod
-    def load(cls, path: str | Path) -> Trajectory:
-        """Reads an NPZ or CSV file."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no trajectory file at '{path}'")
-        if path.suffix == ".npz":
-            with np.load(path) as data:
-                missing = {"time", "qpos", "qvel", "ctrl"} - set(data.files)
-                if missing:
-                    raise ValueError(f"'{path}' lacks arrays {sorted(missing)}; needs time, qpos, qvel, ctrl")
-                return cls(time=data["time"], qpos=data["qpos"], qvel=data["qvel"], ctrl=data["ctrl"])
-        if path.suffix == ".csv":
-            table = np.genfromtxt(path, delimiter=",", names=True)
-            columns = table.dtype.names
-
-            def block(prefix: str) -> np.ndarray:
-                names = sorted((c for c in columns if c.startswith(prefix + "_")), key=lambda c: int(c.split("_")[-1]))
-                if not names:
-                    raise ValueError(f"'{path}' has no {prefix}_0, {prefix}_1, ... columns")
-                return np.stack([table[c] for c in names], axis=-1)
-
-            return cls(time=table["time"], qpos=block("qpos"), qvel=block("qvel"), ctrl=block("ctrl"))
-        raise ValueError(f"unsupported trajectory file '{path}'; accepted: .npz, .csv")
-
-    def save(self, path: str | Path) -> None:
-        """Writes an NPZ file."""
-        np.savez(path, time=self.time, qpos=self.qpos, qvel=self.qvel, ctrl=self.ctrl)
-
-    @property
-    def dt(self) -> float:
-        return float(self.time[1] - self.time[0])
-
-
-@struct.dataclass
-class Segments:
-    """Multiple-shooting segments, S of them, each L samples long.
-
-    Attributes:
-        qpos0: [S, nq] and qvel0: [S, nv] measured initial states.
-        ctrl: [S, L, nu] controls.
-        qpos: [S, L, nq] and qvel: [S, L, nv] measured states after each control.
-    """
-
-    qpos0: jax.Array
-    qvel0: jax.Array
-    ctrl: jax.Array
-    qpos: jax.Array
-    qvel: jax.Array
-
-    @classmethod
-    def cut(cls, trajectory: Trajectory, length: int) -> Segments:
-        """Non-overlapping segments of `length` samples (a shorter tail is dropped)."""
-        count = (len(trajectory.time) - 1) // length
-        if count < 1:
-            raise ValueError(f"segment length {length} exceeds the trajectory ({len(trajectory.time)} samples)")
-        starts = np.arange(count) * length
-        steps = starts[:, None] + np.arange(1, length + 1)[None]
-        return cls(
-            qpos0=jnp.asarray(trajectory.qpos[starts], jnp.float32),
-            qvel0=jnp.asarray(trajectory.qvel[starts], jnp.float32),
-            ctrl=jnp.asarray(trajectory.ctrl[steps - 1], jnp.float32),
-            qpos=jnp.asarray(trajectory.qpos[steps], jnp.float32),
-            qvel=jnp.asarray(trajectory.qvel[steps], jnp.float32),
-        )
+METHODS = ("autodiff", "finite_difference")
+NOISE_RTOL = 0.05
+"""Noise estimation stops when no standard deviation changes by more than this fraction."""
+MIN_SEGMENT_SAMPLES = 5
 
 
 @dataclass(frozen=True)
@@ -116,11 +53,18 @@ class Bounds:
     lower: float = 0.0
     upper: float = float("inf")
 
-    def to_value(self, theta: jax.Array) -> jax.Array:
+    def to_value(self, theta: np.ndarray) -> np.ndarray:
         """Unconstrained theta -> value in (lower, upper): exp above a lower bound, logistic between two."""
         if np.isinf(self.upper):
-            return self.lower + jnp.exp(theta)
-        return self.lower + (self.upper - self.lower) * jax.nn.sigmoid(theta)
+            return self.lower + np.exp(theta)
+        return self.lower + (self.upper - self.lower) / (1.0 + np.exp(-theta))
+
+    def derivative(self, theta: np.ndarray) -> np.ndarray:
+        """d value / d theta."""
+        if np.isinf(self.upper):
+            return np.exp(theta)
+        s = 1.0 / (1.0 + np.exp(-theta))
+        return (self.upper - self.lower) * s * (1 - s)
 
     def to_theta(self, value: float) -> float:
         if not self.lower < value < self.upper:
@@ -131,6 +75,83 @@ class Bounds:
         return float(np.log(u / (1.0 - u)))
 
 
+def default_segment_seconds(trajectory: Trajectory) -> float:
+    """The segment duration used when none is given: about 1 s, or a fifth of the longest stretch if shorter.
+
+    A segment must be long enough for slow effects (damping, friction) to build
+    up beyond the noise, and short enough that its simulation stays near the
+    data from any reasonable initial guess; a second of motion does both for
+    joints that move on time scales of a second. A fifth of the stretch keeps
+    at least five segments, so the start states stay a small part of the
+    problem. The duration is then adjusted so that whole segments fill the
+    longest stretch, with at least `MIN_SEGMENT_SAMPLES` samples each.
+    """
+    dt = trajectory.dt
+    samples = max(s.stop - s.start for s in trajectory.stretches())
+    target = max(round(min(1.0, (samples - 1) * dt / 5) / dt), MIN_SEGMENT_SAMPLES - 1) + 1
+    length = max(samples // max(round(samples / target), 1), MIN_SEGMENT_SAMPLES)
+    return (length - 1) * dt
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Multiple-shooting segments, S of them, each L samples long (numpy, float64).
+
+    Attributes:
+        start_rows: int [S] the row of each segment's first sample in the trajectory.
+        measured: [S, L, nx] measured states (qpos then qvel); row 0 is the start.
+        ctrl: [S, L - 1, nu] the controls applied from each sample to the next.
+    """
+
+    start_rows: np.ndarray
+    measured: np.ndarray
+    ctrl: np.ndarray
+
+    @classmethod
+    def cut(cls, trajectory: Trajectory, length: int) -> tuple[Segments, int]:
+        """Non-overlapping segments of `length` samples within each contiguous stretch, and the samples left out.
+
+        Raises:
+            ValueError: no stretch holds one segment.
+        """
+        stretches = trajectory.stretches()
+        starts = [np.arange(s.start, s.stop - length + 1, length) for s in stretches]
+        starts = np.concatenate(starts).astype(int)
+        if starts.size == 0:
+            longest = max(s.stop - s.start for s in stretches)
+            where = "the recording has" if len(stretches) == 1 else f"the longest of {len(stretches)} stretches has"
+            raise ValueError(
+                f"{where} {longest} samples, fewer than one segment of {length} samples "
+                f"({(length - 1) * trajectory.dt:.4g} s); record longer or set a shorter segment_seconds"
+            )
+        rows = starts[:, None] + np.arange(length)[None]
+        states = np.concatenate([trajectory.qpos, trajectory.qvel], axis=1)
+        segments = cls(start_rows=starts, measured=states[rows], ctrl=trajectory.ctrl[rows[:, :-1]])
+        return segments, len(trajectory.time) - rows.size
+
+
+def initial_noise(trajectory: Trajectory) -> np.ndarray:
+    """[nx] a first noise estimate per qpos/qvel coordinate, from third differences within stretches.
+
+    For white noise of standard deviation s a third difference has standard
+    deviation s sqrt(20); a smooth signal sampled finely adds little. The median
+    absolute deviation keeps fast motions from dominating. Floored at
+    `noise_floor`.
+    """
+    states = np.concatenate([trajectory.qpos, trajectory.qvel], axis=1)
+    diffs = [np.diff(states[s], n=3, axis=0) for s in trajectory.stretches() if s.stop - s.start > 3]
+    if not diffs:
+        return noise_floor(states)
+    d3 = np.concatenate(diffs)
+    mad = np.median(np.abs(d3 - np.median(d3, axis=0)), axis=0)
+    return np.maximum(1.4826 * mad / np.sqrt(20.0), noise_floor(states))
+
+
+def noise_floor(states: np.ndarray) -> np.ndarray:
+    """[nx] the smallest noise level assumed: 1e-9 of each coordinate's magnitude, above float64 simulation error."""
+    return 1e-9 * (1.0 + np.abs(states).max(axis=0))
+
+
 class Problem:
     """The fitting problem: a model, the parameters to estimate, and segments of data.
 
@@ -138,9 +159,14 @@ class Problem:
         mj_model: the MuJoCo model (its current parameter values are the
             initial guess; it is copied, not changed).
         keys: parameters as `element:name:attribute`.
-        trajectory: the recorded data.
-        segment_length: samples per multiple-shooting segment.
+        trajectory: the recorded data; checked against the model here, before anything compiles.
+        segment_seconds: duration of each segment (default: `default_segment_seconds`).
         bounds: per-key bounds (default: positive, unbounded above).
+        noise: (qpos, qvel) noise standard deviations, each a scalar or one per
+            coordinate; None estimates them.
+
+    Raises:
+        ValueError: unusable data or settings, in one line.
     """
 
     def __init__(
@@ -148,259 +174,290 @@ class Problem:
         mj_model: mujoco.MjModel,
         keys: list[str] | tuple[str, ...],
         trajectory: Trajectory,
-        segment_length: int,
+        segment_seconds: float | None = None,
         bounds: dict[str, Bounds] | None = None,
+        noise: tuple[float | np.ndarray, float | np.ndarray] | None = None,
     ):
-        self.mj_model = mj_model
+        self.mj_model = copy.deepcopy(mj_model)
         self.parameters: tuple[ModelParameter, ...] = parse_all(list(keys), mj_model)
         self.keys = tuple(keys)
         self.bounds = tuple((bounds or {}).get(key, Bounds()) for key in keys)
-        self.n_substeps = round(trajectory.dt / mj_model.opt.timestep)
-        if self.n_substeps < 1 or abs(self.n_substeps * mj_model.opt.timestep - trajectory.dt) > 1e-6:
+        trajectory.check(mj_model.nq, mj_model.nv, mj_model.nu)
+        dt = trajectory.dt
+        self.n_substeps = round(dt / mj_model.opt.timestep)
+        if self.n_substeps < 1 or abs(self.n_substeps * mj_model.opt.timestep - dt) > 1e-6 * max(dt, 1.0):
             raise ValueError(
-                f"sample spacing {trajectory.dt} s is not a multiple of the model time step {mj_model.opt.timestep} s"
+                f"sample spacing {dt:.6g} s is not a multiple of the model time step {mj_model.opt.timestep} s"
             )
+        if segment_seconds is None:
+            segment_seconds = default_segment_seconds(trajectory)
+        elif segment_seconds < dt:
+            raise ValueError(f"segment_seconds={segment_seconds} is shorter than the sample spacing {dt:.6g} s")
         self.trajectory = trajectory
-        self.segments = Segments.cut(trajectory, segment_length)
-        self.scale_qpos = jnp.asarray(np.maximum(trajectory.qpos.std(axis=0), 1e-6), jnp.float32)
-        self.scale_qvel = jnp.asarray(np.maximum(trajectory.qvel.std(axis=0), 1e-6), jnp.float32)
-        self.mjx_model = mjx.put_model(mj_model, impl="jax")
+        self.segment_length = round(segment_seconds / dt) + 1
+        self.segment_seconds = (self.segment_length - 1) * dt
+        self.stretches = trajectory.stretches()
+        self.segments, self.samples_left_out = Segments.cut(trajectory, self.segment_length)
+        self.nq, self.nv = mj_model.nq, mj_model.nv
+        if noise is None:
+            self.noise, self.noise_given = initial_noise(trajectory), False
+        else:
+            qpos_noise = np.broadcast_to(np.asarray(noise[0], np.float64), (self.nq,))
+            qvel_noise = np.broadcast_to(np.asarray(noise[1], np.float64), (self.nv,))
+            self.noise, self.noise_given = np.concatenate([qpos_noise, qvel_noise]), True
+            if not (self.noise > 0).all():
+                raise ValueError(f"noise standard deviations must be > 0, got {self.noise.tolist()}")
+        with jax.enable_x64(True):
+            self.mjx_model = mjx.put_model(mj_model, impl="jax")
 
     @property
     def initial_values(self) -> np.ndarray:
         return np.array([p.read(self.mj_model) for p in self.parameters])
 
-    def to_values(self, theta: jax.Array) -> jax.Array:
-        return jnp.stack([b.to_value(theta[i]) for i, b in enumerate(self.bounds)])
+    def to_values(self, theta: np.ndarray) -> np.ndarray:
+        return np.array([b.to_value(theta[i]) for i, b in enumerate(self.bounds)])
 
-    def to_theta(self, values: np.ndarray) -> jax.Array:
-        return jnp.array([b.to_theta(float(v)) for b, v in zip(self.bounds, values, strict=True)])
+    def to_theta(self, values: np.ndarray) -> np.ndarray:
+        return np.array([b.to_theta(float(v)) for b, v in zip(self.bounds, values, strict=True)])
 
-    def simulate(self, values: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Predicted (qpos [S, L, nq], qvel [S, L, nv]) of every segment under `values` [P]."""
-        model = write_all(self.mjx_model, self.parameters, values)
+    def describe(self) -> str:
+        """One line: how the data was cut into segments."""
+        line = (
+            f"{len(self.segments.start_rows)} segments of {self.segment_seconds:.4g} s "
+            f"({self.segment_length} samples every {self.trajectory.dt:.4g} s)"
+        )
+        if len(self.stretches) > 1:
+            line += f" from {len(self.stretches)} contiguous stretches (gaps in time split the recording)"
+        if self.samples_left_out:
+            line += f"; {self.samples_left_out} samples at stretch ends left out"
+        return line
 
-        def segment(qpos0, qvel0, ctrl):
-            data = mjx.make_data(model).replace(qpos=qpos0, qvel=qvel0)
+    # --- residuals [S, L, nx]: (simulated - measured) / noise, start states x0 [S, nx] ---
 
-            def sample(data, u):
-                data = data.replace(ctrl=u)
-                data = jax.lax.fori_loop(0, self.n_substeps, lambda _, d: mjx.step(model, d), data)
-                return data, (data.qpos, data.qvel)
+    def residuals(self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """float64 [S, L * nx] weighted residuals simulated by MJX in float64."""
+        with jax.enable_x64(True):
+            r = _residuals(self.mjx_model, self.parameters, self.n_substeps, *self._jax_args(values, x0, weights))
+        return np.asarray(r, np.float64).reshape(len(x0), -1)
 
-            return jax.lax.scan(sample, data, ctrl)[1]
+    def jacobian(
+        self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray, method: str = "autodiff"
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Residuals [S, R] and their Jacobians d/d values [S, R, P] and d/d x0_s [S, R, nx] (R = L nx)."""
+        if method == "finite_difference":
+            return self._jacobian_mujoco(values, x0, weights)
+        with jax.enable_x64(True):
+            args = self._jax_args(values, x0, weights)
+            r, d_values, d_x0 = _jacobian(self.mjx_model, self.parameters, self.n_substeps, *args)
+        s = len(x0)
+        return (
+            np.asarray(r, np.float64).reshape(s, -1),
+            np.asarray(d_values, np.float64).reshape(s, -1, len(values)),
+            np.asarray(d_x0, np.float64).reshape(s, -1, x0.shape[1]),
+        )
 
-        return jax.vmap(segment)(self.segments.qpos0, self.segments.qvel0, self.segments.ctrl)
-
-    def residuals(self, values: jax.Array) -> jax.Array:
-        """float32 [M] prediction errors, each channel divided by its spread in the data."""
-        qpos, qvel = self.simulate(values)
-        errors = ((qpos - self.segments.qpos) / self.scale_qpos, (qvel - self.segments.qvel) / self.scale_qvel)
-        return jnp.concatenate([e.reshape(-1) for e in errors])
-
-    def loss(self, values: jax.Array) -> jax.Array:
-        """Mean squared normalised prediction error."""
-        return jnp.mean(self.residuals(values) ** 2)
-
-    def finite_difference_gradient(self, values: np.ndarray) -> np.ndarray:
-        """d loss / d values from central differences on MuJoCo's C simulator (any model).
-
-        The fallback for models MJX cannot differentiate: 2 P + 1 simulations
-        of all segments.
-        """
-        residuals = self.residuals_mujoco(values)
-        return 2.0 * self.jacobian(values, method="finite_difference").T @ residuals / residuals.size
-
-    def residuals_mujoco(self, values: np.ndarray) -> np.ndarray:
-        """`residuals` computed with MuJoCo's C simulator in float64."""
+    def residuals_mujoco(self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """`residuals` simulated by MuJoCo's C simulator in float64."""
         model = copy.deepcopy(self.mj_model)
         for parameter, value in zip(self.parameters, values, strict=True):
             parameter.write_mj(model, float(value))
-        segments = jax.device_get(self.segments)
-        qpos, qvel = simulate_mujoco(model, segments.qpos0, segments.qvel0, segments.ctrl, self.n_substeps)
-        errors = (
-            (qpos - segments.qpos) / np.asarray(self.scale_qpos),
-            (qvel - segments.qvel) / np.asarray(self.scale_qvel),
-        )
-        return np.concatenate([e.reshape(-1) for e in errors])
+        qpos, qvel = simulate_mujoco(model, x0[:, : self.nq], x0[:, self.nq :], self.segments.ctrl, self.n_substeps)
+        simulated = np.concatenate([x0[:, None], np.concatenate([qpos, qvel], axis=-1)], axis=1)
+        return ((simulated - self.segments.measured) * weights).reshape(len(x0), -1)
 
-    def loss_mujoco(self, values: np.ndarray) -> float:
-        """`loss` computed with MuJoCo's C simulator in float64."""
-        return float(np.mean(self.residuals_mujoco(values) ** 2))
-
-    def jacobian(self, values: np.ndarray, method: str = "autodiff", rel_step: float = 1e-4) -> np.ndarray:
-        """float [M, P] d residuals / d values: MJX forward mode, or central differences in MuJoCo."""
-        if method == "autodiff":
-            return np.asarray(jax.jit(jax.jacfwd(self.residuals))(jnp.asarray(values, jnp.float32)), np.float64)
-        columns = []
+    def _jacobian_mujoco(self, values, x0, weights, rel_step=1e-5):
+        """Central differences of `residuals_mujoco`: 2 (P + nx) simulations of all segments."""
+        r = self.residuals_mujoco(values, x0, weights)
+        d_values = []
         for i in range(len(values)):
-            step = rel_step * max(abs(values[i]), 1e-8)
-            shifted = [np.array(values, np.float64) for _ in range(2)]
-            shifted[0][i] += step
-            shifted[1][i] -= step
-            columns.append((self.residuals_mujoco(shifted[0]) - self.residuals_mujoco(shifted[1])) / (2 * step))
-        return np.stack(columns, axis=-1)
+            h = rel_step * max(abs(values[i]), 1e-8)
+            up, down = np.array(values, np.float64), np.array(values, np.float64)
+            up[i] += h
+            down[i] -= h
+            d_values.append(
+                (self.residuals_mujoco(up, x0, weights) - self.residuals_mujoco(down, x0, weights)) / (2 * h)
+            )
+        d_x0 = []
+        for j in range(x0.shape[1]):
+            h = rel_step * max(np.abs(x0[:, j]).max(), 1.0)
+            up, down = np.array(x0), np.array(x0)
+            up[:, j] += h
+            down[:, j] -= h
+            d_x0.append(
+                (self.residuals_mujoco(values, up, weights) - self.residuals_mujoco(values, down, weights)) / (2 * h)
+            )
+        return r, np.stack(d_values, axis=-1), np.stack(d_x0, axis=-1)
+
+    def _jax_args(self, values, x0, weights):
+        f64 = functools.partial(jnp.asarray, dtype=jnp.float64)
+        return f64(values), f64(x0), f64(self.segments.ctrl), f64(self.segments.measured), f64(weights)
 
 
-def simulate_mujoco(
-    model: mujoco.MjModel, qpos0: np.ndarray, qvel0: np.ndarray, ctrl: np.ndarray, n_substeps: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Segments simulated by MuJoCo's C `rollout`: qpos [S, L, nq], qvel [S, L, nv] at each sample."""
-    data = mujoco.MjData(model)
-    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    initial = np.zeros((len(qpos0), mujoco.mj_stateSize(model, spec)))
-    for i, (q, v) in enumerate(zip(qpos0, qvel0, strict=True)):
-        mujoco.mj_resetData(model, data)
-        data.qpos[:], data.qvel[:] = q, v
-        mujoco.mj_getState(model, data, initial[i], spec)
-    controls = np.repeat(np.asarray(ctrl, np.float64), n_substeps, axis=1)
-    states, _ = mj_rollout.rollout(model, data, initial, controls)
-    states = states[:, n_substeps - 1 :: n_substeps]
-    return states[..., 1 : 1 + model.nq], states[..., 1 + model.nq : 1 + model.nq + model.nv]
+def _segment_residuals(model, parameters, n_substeps, values, x0, ctrl, measured, weights):
+    """[L, nx] weighted residuals of one segment: values [P], x0 [nx], ctrl [L-1, nu], measured [L, nx]."""
+    model = write_all(model, parameters, values)
+    nq = model.nq
+    data = mjx.make_data(model).replace(qpos=x0[:nq], qvel=x0[nq:])
+
+    def sample(data, u):
+        data = data.replace(ctrl=u)
+        data = jax.lax.fori_loop(0, n_substeps, lambda _, d: mjx.step(model, d), data)
+        return data, jnp.concatenate([data.qpos, data.qvel])
+
+    simulated = jax.lax.scan(sample, data, ctrl)[1]
+    return (jnp.concatenate([x0[None], simulated]) - measured) * weights
 
 
-def multisine(seconds: float, dt: float, amplitudes: list[float], frequencies: list[float]) -> np.ndarray:
-    """An excitation signal float [T, 1] (T = seconds / dt + 1), clipped to [-1, 1]."""
-    t = np.arange(round(seconds / dt) + 1) * dt
-    signal = sum(a * np.sin(f * t + i) for i, (a, f) in enumerate(zip(amplitudes, frequencies, strict=True)))
-    return np.clip(signal, -1.0, 1.0)[:, None]
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _residuals(model, parameters, n_substeps, values, x0, ctrl, measured, weights):
+    f = functools.partial(_segment_residuals, model, parameters, n_substeps)
+    return jax.vmap(f, in_axes=(None, 0, 0, 0, None))(values, x0, ctrl, measured, weights)
 
 
-def record(
-    model: mujoco.MjModel,
-    ctrl: np.ndarray,
-    qpos0: np.ndarray,
-    qvel0: np.ndarray,
-    dt: float,
-    qpos_noise: float = 0.0,
-    qvel_noise: float = 0.0,
-    seed: int = 0,
-) -> Trajectory:
-    """A trajectory from MuJoCo's C simulator with Gaussian measurement noise.
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _jacobian(model, parameters, n_substeps, values, x0, ctrl, measured, weights):
+    f = functools.partial(_segment_residuals, model, parameters, n_substeps)
 
-    Args:
-        ctrl: float [T, nu]; the last row is recorded but not applied.
-        qpos0, qvel0: the initial state. dt: sample spacing (a multiple of the time step).
-    """
-    n_substeps = round(dt / model.opt.timestep)
-    qpos, qvel = simulate_mujoco(model, qpos0[None], qvel0[None], ctrl[None, :-1], n_substeps)
-    rng = np.random.default_rng(seed)
-    qpos = np.concatenate([qpos0[None], qpos[0]])
-    qvel = np.concatenate([qvel0[None], qvel[0]])
-    return Trajectory(
-        time=np.arange(len(ctrl)) * dt,
-        qpos=qpos + rng.normal(scale=qpos_noise, size=qpos.shape),
-        qvel=qvel + rng.normal(scale=qvel_noise, size=qvel.shape),
-        ctrl=ctrl,
-    )
+    def one(x0, ctrl, measured):
+        r = f(values, x0, ctrl, measured, weights)
+        d_values, d_x0 = jax.jacfwd(f, argnums=(0, 1))(values, x0, ctrl, measured, weights)
+        return r, d_values, d_x0
+
+    return jax.vmap(one)(x0, ctrl, measured)
 
 
 @dataclass(frozen=True)
 class FitResult:
-    """Outcome of `fit`: estimates, the loss history and whether it converged."""
+    """Outcome of `fit`.
+
+    Attributes:
+        values: [P] estimates.
+        information: [P, P] information matrix (inverse covariance) of the values, with the start states free.
+        start_states: [S, nx] fitted segment start states.
+        noise: [nx] noise standard deviations (qpos then qvel), given or estimated.
+        noise_given: whether `noise` was given rather than estimated.
+        residuals: [S, L * nx] final residuals divided by `noise`.
+        converged: the last Gauss-Newton step was under `tolerance` standard
+            errors (or under 1 where the cost stalled, see `shac.tools.least_squares`)
+            and the noise estimate had settled, within `steps`.
+        stalled: the last round stopped because the cost stopped decreasing.
+        steps: Levenberg-Marquardt iterations taken, all rounds together.
+        losses: mean squared weighted residual after each accepted step.
+        step_length: the last Gauss-Newton step in standard errors.
+        seconds_per_jacobian: median time of one Jacobian (all segments).
+    """
 
     values: np.ndarray
-    losses: list[float]
+    information: np.ndarray
+    start_states: np.ndarray
+    noise: np.ndarray
+    noise_given: bool
+    residuals: np.ndarray
     converged: bool
+    stalled: bool
     steps: int
-    seconds_per_gradient: float
+    losses: list[float]
+    step_length: float
+    seconds_per_jacobian: float
 
 
 def fit(
     problem: Problem,
     steps: int = 50,
-    tolerance: float = 1e-6,
+    tolerance: float = 0.1,
     method: str = "autodiff",
+    max_rounds: int = 5,
     on_step: Callable[[int, float, np.ndarray], None] | None = None,
 ) -> FitResult:
-    """Fits the parameters by L-BFGS (optax's direction) with a backtracking line search.
+    """Fits the parameters and start states by Levenberg-Marquardt, estimating the noise unless given.
 
-    With `method="autodiff"` gradients come from MJX's reverse mode and losses
-    from MJX; with `"finite_difference"` both come from MuJoCo's C simulator
-    (central differences), for models MJX cannot differentiate. Stops after
-    `steps` optimiser steps, or earlier when the relative loss change stayed
-    below `tolerance` for 2 steps in a row.
+    Round one weights the residuals by the problem's initial noise; after each
+    round the noise of every coordinate is re-estimated from the residuals
+    (divided by 1 - leverage, so the start states' share is not counted as
+    noise) and the fit continues from where it stopped, until the estimate
+    changes by less than `NOISE_RTOL` or `max_rounds` is reached.
 
     Args:
-        on_step: called with (step, loss, values) after each step.
+        steps: Levenberg-Marquardt iterations allowed over all rounds.
+        tolerance: converged when the Gauss-Newton step is shorter than this many standard errors.
+        method: "autodiff" (MJX forward mode) or "finite_difference" (MuJoCo's C simulator).
+        on_step: called with (step, loss, values) after each iteration.
     """
-    if method not in ("autodiff", "finite_difference"):
-        raise ValueError(f"unknown method '{method}'; available: autodiff, finite_difference")
-    to_values = jax.jit(problem.to_values)
-    if method == "autodiff":
-        objective = jax.jit(lambda theta: problem.loss(problem.to_values(theta)))
-        value_and_grad = jax.jit(jax.value_and_grad(lambda theta: problem.loss(problem.to_values(theta))))
-    else:
+    if method not in METHODS:
+        raise ValueError(f"unknown method '{method}'; available: {', '.join(METHODS)}")
+    derivative = np.vectorize(lambda i, t: problem.bounds[i].derivative(t), otypes=[np.float64])
+    timings: list[float] = []
+    noise = problem.noise.copy()
 
-        def objective(theta):
-            return problem.loss_mujoco(np.asarray(to_values(theta), np.float64))
+    def make_functions(weights):
+        residuals_of = problem.residuals if method == "autodiff" else problem.residuals_mujoco
 
-        def value_and_grad(theta):
-            values = np.asarray(to_values(theta), np.float64)
-            dvalues_dtheta = np.asarray(jax.jacfwd(problem.to_values)(theta)).diagonal()
-            grad = problem.finite_difference_gradient(values) * dvalues_dtheta
-            return problem.loss_mujoco(values), jnp.asarray(grad, jnp.float32)
+        def residuals_fn(theta, x0):
+            return residuals_of(problem.to_values(theta), x0, weights)
 
-    direction_of = optax.scale_by_lbfgs()
+        def jacobian_fn(theta, x0):
+            start = time.perf_counter()
+            r, d_values, d_x0 = problem.jacobian(problem.to_values(theta), x0, weights, method)
+            timings.append(time.perf_counter() - start)
+            return r, d_values * derivative(np.arange(len(theta)), theta), d_x0
+
+        return residuals_fn, jacobian_fn
+
     theta = problem.to_theta(problem.initial_values)
-    opt_state = direction_of.init(theta)
-    losses, quiet, converged, timings, step = [], 0, False, [], 0
-    for step in range(1, steps + 1):
-        start = time.perf_counter()
-        loss, grad = value_and_grad(theta)
-        loss = float(loss)
-        timings.append(time.perf_counter() - start)
-        direction, opt_state = direction_of.update(grad, opt_state, theta)
-        theta = _backtrack(objective, theta, loss, grad, -direction)
-        quiet = quiet + 1 if losses and abs(losses[-1] - loss) <= tolerance * abs(losses[-1]) else 0
-        losses.append(loss)
-        if on_step is not None:
-            on_step(step, loss, np.asarray(to_values(theta)))
-        if quiet >= 2:
-            converged = True
+    x0 = problem.segments.measured[:, 0].copy()
+    total, losses, settled = 0, [], problem.noise_given
+    count = problem.segments.measured.size
+    for round_ in range(max_rounds):
+        residuals_fn, jacobian_fn = make_functions(1.0 / noise)
+        offset = total
+
+        def progress(step, cost, theta, offset=offset):
+            if on_step is not None:
+                on_step(offset + step, 2 * cost / count, problem.to_values(theta))
+
+        solution = least_squares.levenberg_marquardt(
+            residuals_fn, jacobian_fn, theta, x0, steps - total, tolerance, progress
+        )
+        total += solution.steps
+        theta, x0 = solution.theta, solution.x
+        losses.extend(2 * c / count for c in solution.costs[1 if round_ else 0 :])
+        if problem.noise_given or not solution.converged:
             break
+        updated = _reestimate_noise(solution, noise, problem.segments.measured)
+        settled = bool(np.abs(updated / noise - 1).max() < NOISE_RTOL)
+        noise = updated
+        if settled:
+            break
+    residuals, shared, local = solution.residuals, solution.shared, solution.local
+    if settled and not problem.noise_given:  # the covariance at the final noise estimate
+        residuals, shared, local = make_functions(1.0 / noise)[1](theta, x0)
+    theta_information = least_squares.Normal.build(residuals, shared, local).information()
+    slope = derivative(np.arange(len(theta)), theta)
     return FitResult(
-        values=np.asarray(to_values(theta), np.float64),
-        losses=[*losses, float(objective(theta))],
-        converged=converged,
-        steps=step,
-        seconds_per_gradient=float(np.median(timings[1:] if len(timings) > 1 else timings)),
+        values=problem.to_values(theta),
+        information=theta_information / (slope[:, None] * slope[None, :]),
+        start_states=x0,
+        noise=noise,
+        noise_given=problem.noise_given,
+        residuals=residuals,
+        converged=bool(solution.converged and settled),
+        stalled=solution.stalled,
+        steps=total,
+        losses=losses,
+        step_length=solution.step_length,
+        seconds_per_jacobian=float(np.median(timings[1:] if len(timings) > 1 else timings)),
     )
 
 
-def _backtrack(objective, theta, loss, grad, direction, shrink=0.5, tries=30, armijo=1e-4):
-    """theta + a * direction for the first a in 1, 1/2, 1/4, ... that decreases the loss enough."""
-    slope = float(jnp.vdot(grad, direction))
-    if slope >= 0:  # not a descent direction (stale curvature): fall back to the gradient
-        direction, slope = -grad, -float(jnp.vdot(grad, grad))
-    step = 1.0
-    for _ in range(tries):
-        candidate = theta + step * direction
-        value = float(objective(candidate))
-        if np.isfinite(value) and value <= loss + armijo * step * slope:
-            return candidate
-        step *= shrink
-    return theta
-
-
-def time_gradient(problem: Problem, values: np.ndarray, method: str) -> float | str:
-    """Seconds for one gradient of `problem`'s loss at `values` by `method` (after compilation), or why it failed.
+def _reestimate_noise(solution: least_squares.Solution, noise: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """[nx] noise per coordinate from a converged fit's residuals, each divided by 1 - its leverage.
 
     Args:
-        problem: the fitting problem.
-        values: float [P] parameter values.
-        method: "autodiff" (MJX, jitted) or "finite_difference" (MuJoCo's C simulator).
+        solution: residuals weighted by 1 / `noise`. measured: [S, L, nx] the data (for the floor).
     """
-    try:
-        if method == "autodiff":
-            grad = jax.jit(jax.grad(problem.loss))
-            point = jnp.asarray(values, jnp.float32)
-            jax.block_until_ready(grad(point))
-            start = time.perf_counter()
-            jax.block_until_ready(grad(point))
-        else:
-            start = time.perf_counter()
-            problem.finite_difference_gradient(values)
-        return time.perf_counter() - start
-    except Exception as e:
-        return f"unavailable: {type(e).__name__}: {e}"
+    nx = len(noise)
+    normal = least_squares.Normal.build(solution.residuals, solution.shared, solution.local)
+    leverage = least_squares.leverages(solution.shared, solution.local, normal)
+    squares = ((solution.residuals.reshape(-1, nx) * noise) ** 2).sum(axis=0)
+    dof = np.maximum((1 - leverage).reshape(-1, nx).sum(axis=0), 1.0)
+    return np.maximum(np.sqrt(squares / dof), noise_floor(measured.reshape(-1, nx)))

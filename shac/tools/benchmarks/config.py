@@ -1,12 +1,13 @@
 """Typed configuration of `launch/benchmark.py`: the training config tree plus the peers and suites.
 
-`configs/benchmark.yaml` composes it; `configs/peers/<env>.yaml` holds the
-peers' published hyperparameters for each environment, scaled for a small CPU.
+`configs/benchmark.yaml` composes it; `configs/peers/<env>.yaml` holds, for
+each environment, a few named configurations of each peer (published ones,
+scaled for a small CPU, and a lean CPU-sized one), each with its source.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 
@@ -19,8 +20,10 @@ METHODS = ("shac", "apg", "ppo")
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """brax PPO (`brax.training.agents.ppo.train`) hyperparameters."""
+    """brax PPO (`brax.training.agents.ppo.train`) hyperparameters (observations always normalised)."""
 
+    source: str = ""
+    """Where these values come from (shown in the benchmark's table of configurations)."""
     num_envs: int = 256
     """Parallel environments."""
     batch_size: int = 128
@@ -51,8 +54,10 @@ class PPOConfig:
 
 @dataclass(frozen=True)
 class APGConfig:
-    """brax APG (`brax.training.agents.apg.train`) hyperparameters."""
+    """brax APG (`brax.training.agents.apg.train`) hyperparameters (observations always normalised)."""
 
+    source: str = ""
+    """Where these values come from (shown in the benchmark's table of configurations)."""
     num_envs: int = 64
     """Parallel environments."""
     horizon_length: int = 32
@@ -109,8 +114,11 @@ class BenchmarkConfig(TrainConfig):
     """A results.json of an earlier run: re-render its table, plots and docs section instead of measuring."""
     docs: str = "docs/benchmarks.md"
     """Markdown file whose generated section for this suite and env is replaced; empty: none."""
-    ppo: PPOConfig = PPOConfig()
-    apg: APGConfig = APGConfig()
+    ppo: dict[str, PPOConfig] = field(default_factory=dict)
+    """learning: PPO's named configurations (configs/peers/<env>.yaml); each is tried with one seed
+    and the best final return gets `seeds` seeds."""
+    apg: dict[str, APGConfig] = field(default_factory=dict)
+    """learning: APG's named configurations, tried like PPO's; throughput: the first one is timed."""
     throughput: ThroughputOptions = ThroughputOptions()
 
 
@@ -122,25 +130,30 @@ def validate_benchmark(config: BenchmarkConfig) -> None:
     unknown = [m for m in config.methods if m not in METHODS]
     if unknown or not config.methods:
         raise ConfigError(f"methods must be a non-empty subset of {', '.join(METHODS)}, got {list(config.methods)}")
+    peers = {"ppo": config.ppo, "apg": config.apg}
+    needed = set(config.methods) if config.suite == "learning" else {"apg"} if config.throughput.apg else set()
+    for method, configs in peers.items():
+        if method in needed and not configs:
+            raise ConfigError(f"{method} has no configurations; add one under '{method}:' in configs/peers/<env>.yaml")
     positive = {
         "budget_minutes": config.budget_minutes,
         "seeds": config.seeds,
         "eval_episodes": config.eval_episodes,
         "shac_eval_every_steps": config.shac_eval_every_steps,
-        "ppo.eval_every_steps": config.ppo.eval_every_steps,
-        "apg.eval_every_steps": config.apg.eval_every_steps,
         "throughput.repeats": config.throughput.repeats,
         "throughput.apg_updates": config.throughput.apg_updates,
     }
+    for method, configs in peers.items():
+        positive |= {f"{method}.{name}.eval_every_steps": c.eval_every_steps for name, c in configs.items()}
     for name, value in positive.items():
         if not value > 0:
             raise ConfigError(f"{name} must be > 0, got {value}")
-    ppo = config.ppo
-    if (ppo.batch_size * ppo.num_minibatches) % ppo.num_envs:
-        raise ConfigError(
-            f"ppo.batch_size * ppo.num_minibatches ({ppo.batch_size} * {ppo.num_minibatches}) "
-            f"must be a multiple of ppo.num_envs ({ppo.num_envs})"
-        )
+    for name, ppo in config.ppo.items():
+        if (ppo.batch_size * ppo.num_minibatches) % ppo.num_envs:
+            raise ConfigError(
+                f"ppo.{name}.batch_size * ppo.{name}.num_minibatches ({ppo.batch_size} * {ppo.num_minibatches}) "
+                f"must be a multiple of ppo.{name}.num_envs ({ppo.num_envs})"
+            )
     grid = config.throughput
     for name, values in {"throughput.num_envs": grid.num_envs, "throughput.horizons": grid.horizons}.items():
         if not values or min(values) < 1:

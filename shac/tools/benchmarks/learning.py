@@ -4,9 +4,10 @@ Each method is evaluated at regular intervals with the same deterministic
 evaluation (`shac.run.evaluate.evaluate_policy`: the squashed mean action, full
 episodes, the same initial states at the k-th evaluation of every method), on
 the same registered environment object. The brax methods train it through
-brax's own wrappers (`brax.envs.training.wrap`). Training time is measured by
-`BudgetClock` (evaluation and compilation excluded); a run stops at the first
-evaluation after its budget is spent.
+brax's own wrappers (`brax.envs.training.wrap`), with brax's own evaluation on
+as by default (its result is not used). Training time is measured by
+`BudgetClock` (every evaluation and compilation excluded); a run stops at the
+first evaluation after its budget is spent.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Record:
 
     Attributes:
         method: shac, apg or ppo.
+        config: the name of the method's configuration (configs/peers/<env>.yaml; shac: "paper").
         seed: the run's seed.
         env_steps: environment steps trained on so far.
         wall_time_s: training seconds so far (compilation and evaluation excluded).
@@ -51,6 +53,7 @@ class Record:
     """
 
     method: str
+    config: str
     seed: int
     env_steps: int
     wall_time_s: float
@@ -81,11 +84,13 @@ class Recorder:
 
     Each call ends the running lap, evaluates the policy, and raises
     `BudgetSpent` once the clock's budget is used up; otherwise it starts the
-    next lap.
+    next lap, or leaves that to a later `resume()` (when the training loop
+    does more untimed work first, such as brax PPO's own evaluation).
 
     Args:
         env: the environment evaluated (unwrapped).
         method: the method's name, for the records.
+        config: the name of the method's configuration, for the records.
         seed: the run's seed; the k-th evaluation's initial states come from (seed, k) alone.
         budget_s: training seconds the run may use.
         episodes: episodes per evaluation.
@@ -97,12 +102,13 @@ class Recorder:
         self,
         env: MjxEnv,
         method: str,
+        config: str,
         seed: int,
         budget_s: float,
         episodes: int,
         make_policy: Callable[[Any], Callable[[jax.Array], jax.Array]],
     ):
-        self.method, self.seed = method, seed
+        self.method, self.config, self.seed = method, config, seed
         self.clock = BudgetClock(budget_s)
         self.key = jax.random.key(seed)
         self.raw: list[tuple[int, float, float]] = []
@@ -112,13 +118,18 @@ class Recorder:
 
         self._evaluate = jax.jit(returns)
 
-    def __call__(self, env_steps: int, params: Any) -> None:
+    def __call__(self, env_steps: int, params: Any, resume: bool = True) -> None:
         if self.raw:
             self.clock.lap()
         returns = self._evaluate(params, jax.random.fold_in(self.key, len(self.raw)))
         self.raw.append((int(env_steps), float(jnp.mean(returns)), float(jnp.std(returns))))
         if self.clock.spent():
             raise BudgetSpent
+        if resume:
+            self.clock.resume()
+
+    def resume(self) -> None:
+        """Starts the next lap after a call with `resume=False`."""
         self.clock.resume()
 
     def result(self) -> RunResult:
@@ -126,6 +137,7 @@ class Recorder:
         records = [
             Record(
                 method=self.method,
+                config=self.config,
                 seed=self.seed,
                 env_steps=steps,
                 wall_time_s=self.clock.elapsed(k),
@@ -157,7 +169,7 @@ def train_shac(
 
         return functools.partial(act, shac.actor, actor_params, normalizer)
 
-    recorder = Recorder(env, "shac", seed, budget_s, episodes, make_policy)
+    recorder = Recorder(env, "shac", "paper", seed, budget_s, episodes, make_policy)
     epochs_per_eval = -(-eval_every_steps // (config.num_envs * config.horizon))
     state = jax.jit(shac.init)(jax.random.key(seed))
     epoch = jax.jit(shac.epoch)
@@ -181,9 +193,14 @@ def _brax_policy(brax_policy_factory: Callable) -> Callable[[Any], Callable[[jax
     return make_policy
 
 
-def train_ppo(env: MjxEnv, config: PPOConfig, seed: int, budget_s: float, episodes: int) -> RunResult:
-    """brax PPO with `config`, evaluated (by us) from its `policy_params_fn` callback; brax's own
-    evaluator is off."""
+def train_ppo(
+    env: MjxEnv, config: PPOConfig, seed: int, budget_s: float, episodes: int, name: str = "ppo"
+) -> RunResult:
+    """brax PPO with `config` (named `name`), evaluated (by us) from its `policy_params_fn` callback.
+
+    brax's own evaluation (on, as by default, with one episode) runs right
+    after that callback; the clock resumes only after it, from `progress_fn`.
+    """
     steps_per_training_step = config.batch_size * config.unroll_length * config.num_minibatches
     training_steps_per_eval = -(-config.eval_every_steps // steps_per_training_step)
     recorder: Recorder | None = None
@@ -191,8 +208,13 @@ def train_ppo(env: MjxEnv, config: PPOConfig, seed: int, budget_s: float, episod
     def on_params(env_steps: int, make_policy: Callable, params: Any) -> None:
         nonlocal recorder
         if recorder is None:
-            recorder = Recorder(env, "ppo", seed, budget_s, episodes, _brax_policy(make_policy))
-        recorder(env_steps, params)
+            recorder = Recorder(env, "ppo", name, seed, budget_s, episodes, _brax_policy(make_policy))
+        recorder(env_steps, params, resume=env_steps == 0)  # brax evaluates after each later call
+
+    def on_progress(env_steps: int, metrics: dict) -> None:
+        del metrics
+        if env_steps > 0:
+            recorder.resume()
 
     network_factory = functools.partial(
         ppo_networks.make_ppo_networks,
@@ -204,7 +226,6 @@ def train_ppo(env: MjxEnv, config: PPOConfig, seed: int, budget_s: float, episod
             environment=env,
             num_timesteps=MAX_INTERVALS * training_steps_per_eval * steps_per_training_step,
             num_evals=MAX_INTERVALS + 1,
-            run_evals=False,
             num_eval_envs=1,
             episode_length=env.episode_length,
             num_envs=config.num_envs,
@@ -221,6 +242,7 @@ def train_ppo(env: MjxEnv, config: PPOConfig, seed: int, budget_s: float, episod
             network_factory=network_factory,
             seed=seed,
             policy_params_fn=on_params,
+            progress_fn=on_progress,
         )
     return recorder.result()
 
@@ -243,8 +265,11 @@ def apg_arguments(env: MjxEnv, config: APGConfig, seed: int) -> dict:
     }
 
 
-def train_apg(env: MjxEnv, config: APGConfig, seed: int, budget_s: float, episodes: int) -> RunResult:
-    """brax APG with `config`, evaluated (by us) where brax would evaluate (`private_apis.brax_apg_evaluations`)."""
+def train_apg(
+    env: MjxEnv, config: APGConfig, seed: int, budget_s: float, episodes: int, name: str = "apg"
+) -> RunResult:
+    """brax APG with `config` (named `name`), evaluated (by us) where brax would evaluate
+    (`private_apis.brax_apg_evaluations`)."""
     steps_per_update = config.num_envs * config.horizon_length
     updates_per_eval = -(-config.eval_every_steps // steps_per_update)
     recorder: Recorder | None = None
@@ -253,7 +278,7 @@ def train_apg(env: MjxEnv, config: APGConfig, seed: int, budget_s: float, episod
         nonlocal recorder
         del training_metrics
         if recorder is None:
-            recorder = Recorder(env, "apg", seed, budget_s, episodes, _brax_policy(make_policy))
+            recorder = Recorder(env, "apg", name, seed, budget_s, episodes, _brax_policy(make_policy))
         recorder(len(recorder.raw) * updates_per_eval * steps_per_update, params)
 
     with contextlib.suppress(BudgetSpent), brax_apg_evaluations(on_evaluation):

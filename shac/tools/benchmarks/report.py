@@ -1,7 +1,8 @@
 """Benchmark results as tables, plots and a generated section of a Markdown file.
 
 Learning records are dicts with the fields of `shac.tools.benchmarks.learning.Record`
-(method, seed, env_steps, wall_time_s, eval_return); throughput points are the
+(method, config, seed, env_steps, wall_time_s, eval_return; records of older
+results without `config` count as config "default"); throughput points are the
 dicts `shac.tools.benchmarks.throughput.measure_point` returns.
 """
 
@@ -17,15 +18,39 @@ import numpy as np
 FRACTIONS = (0.5, 0.8, 0.9)
 
 
-def runs_of(records: Sequence[dict]) -> dict[str, dict[int, list[dict]]]:
-    """method -> seed -> that run's records, in training order."""
-    runs: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+def runs_of(records: Sequence[dict]) -> dict[str, dict[tuple[str, int], list[dict]]]:
+    """method -> (config, seed) -> that run's records, in training order."""
+    runs: dict[str, dict[tuple[str, int], list[dict]]] = defaultdict(lambda: defaultdict(list))
     for record in records:
-        runs[record["method"]][record["seed"]].append(record)
+        runs[record["method"]][config_of(record), record["seed"]].append(record)
     for seeds in runs.values():
         for run in seeds.values():
             run.sort(key=lambda r: r["env_steps"])
     return runs
+
+
+def config_of(record: dict) -> str:
+    """The name of the configuration `record` was trained with."""
+    return record.get("config", "default")
+
+
+def best_configs(records: Sequence[dict], seed: int) -> dict[str, str]:
+    """method -> the name of its configuration whose run with `seed` ended with the highest return.
+
+    Only the runs of `seed` are compared, so every configuration is judged on one run of the same
+    budget (the first in `records` wins a tie).
+    """
+    finals: dict[str, dict[str, float]] = defaultdict(dict)
+    for method, seeds in runs_of(records).items():
+        for run in seeds.values():
+            if run[0]["seed"] == seed:
+                finals[method][config_of(run[0])] = run[-1]["eval_return"]
+    return {method: max(by_config, key=by_config.get) for method, by_config in finals.items()}
+
+
+def of_configs(records: Sequence[dict], configs: dict[str, str]) -> list[dict]:
+    """The records of each method's configuration in `configs` (method -> config name)."""
+    return [r for r in records if configs.get(r["method"]) == config_of(r)]
 
 
 def first_reaching(run: Sequence[dict], threshold: float) -> dict | None:
@@ -46,7 +71,7 @@ def learning_summary(records: Sequence[dict], fractions: Sequence[float] = FRACT
 
     Returns:
         {"start": R0, "best": best, "thresholds": {f: value},
-         "methods": {method: {"seeds", "final_return", "final_std", "wall_time_s", "env_steps",
+         "methods": {method: {"configs", "seeds", "final_return", "final_std", "wall_time_s", "env_steps",
                               "reach": {f or "ppo_final": {"reached", "wall_time_s", "env_steps"}}}}}
     """
     runs = runs_of(records)
@@ -68,6 +93,7 @@ def learning_summary(records: Sequence[dict], fractions: Sequence[float] = FRACT
                 "env_steps": float(np.mean([h["env_steps"] for h in hits])) if hits else None,
             }
         methods[method] = {
+            "configs": sorted({config for config, _ in seeds}),
             "seeds": len(seeds),
             "final_return": float(np.mean(finals[method])),
             "final_std": float(np.std(finals[method])),
@@ -101,7 +127,7 @@ def learning_table(summary: dict) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method, m in summary["methods"].items():
         cells = [
-            method,
+            method if m.get("configs", ["default"]) == ["default"] else f"{method} ({', '.join(m['configs'])})",
             str(m["seeds"]),
             f"{m['final_return']:.1f}" + (f" ± {m['final_std']:.1f}" if m["seeds"] > 1 else ""),
             f"{m['wall_time_s']:.0f} s, {_steps(m['env_steps'])} steps",
@@ -123,14 +149,45 @@ def learning_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def configurations_table(records: Sequence[dict], sources: dict[str, dict[str, str]], best: dict[str, str]) -> str:
+    """One Markdown row per (method, configuration) tried: its seeds' final return (mean ± std over
+    seeds), best evaluation, training time and steps, steps per second, whether it was chosen, its source."""
+    header = ["method", "configuration", "seeds", "final return", "best evaluation", "trained", "steps/s"]
+    lines = ["| " + " | ".join([*header, "chosen", "source"]) + " |", "|" + "---|" * (len(header) + 2)]
+    for method, seeds in runs_of(records).items():
+        for config in sorted({c for c, _ in seeds}, key=lambda c: (c != best.get(method), c)):
+            runs = [run for (c, _), run in seeds.items() if c == config]
+            finals = [run[-1]["eval_return"] for run in runs]
+            time_s = float(np.mean([run[-1]["wall_time_s"] for run in runs]))
+            steps = float(np.mean([run[-1]["env_steps"] for run in runs]))
+            cells = [
+                method,
+                config,
+                str(len(runs)),
+                f"{np.mean(finals):.1f}" + (f" ± {np.std(finals):.1f}" if len(runs) > 1 else ""),
+                f"{max(r['eval_return'] for run in runs for r in run):.1f}",
+                f"{time_s:.0f} s, {_steps(steps)} steps",
+                f"{steps / max(time_s, 1e-9):,.0f}",
+                "yes" if best.get(method) == config else "",
+                sources.get(method, {}).get(config, ""),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot_learning(records: Sequence[dict], title: str, path_prefix: Path) -> list[Path]:
-    """Return against training wall-clock and against env steps: `<prefix>_time.png`, `<prefix>_steps.png`."""
+    """Return against training wall-clock and against env steps: `<prefix>_time.png`, `<prefix>_steps.png`.
+
+    The return axis is linear within the magnitude of the best untrained return and logarithmic
+    beyond, so a run that starts or strays far below it does not flatten the others.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     runs = runs_of(records)
+    start = max(run[0]["eval_return"] for seeds in runs.values() for run in seeds.values())
     paths = []
     axes = (("wall_time_s", "training wall-clock (s)", "time"), ("env_steps", "env steps", "steps"))
     for axis, label, suffix in axes:
@@ -147,6 +204,7 @@ def plot_learning(records: Sequence[dict], title: str, path_prefix: Path) -> lis
                 )
         if axis == "env_steps":
             ax.set_xscale("symlog", linthresh=1e4)
+        ax.set_yscale("symlog", linthresh=max(abs(start), 1.0))
         ax.set_xlabel(label)
         ax.set_ylabel("evaluation return")
         ax.set_title(title)

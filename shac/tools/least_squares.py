@@ -1,0 +1,225 @@
+"""Levenberg-Marquardt for least squares with shared and per-block variables (numpy, float64).
+
+The problem: minimise 1/2 sum_s |r_s(theta, x_s)|^2 over shared variables
+theta [P] and one block of local variables x_s [n] per residual block s (in
+system identification: the model parameters, and each segment's start state).
+Block s's residuals depend on theta and x_s only, so the normal matrix is an
+arrow: a dense P x P corner, S dense n x n diagonal blocks and P x n couplings.
+Steps and covariances eliminate the local blocks by their Schur complement, at
+a cost linear in S.
+
+Convergence is judged by the Gauss-Newton step's length in the metric of the
+normal matrix, sqrt(d^T H d) = sqrt(g^T H^-1 g): with residuals weighted by
+their noise level, H is the inverse covariance of the variables, so this is the
+remaining step in standard errors; below `tolerance` further steps cannot move
+any estimate by a meaningful fraction of its uncertainty.
+
+Simulations with constraints (friction, contacts) are only piecewise smooth:
+the solver's discrete choices make the cost jump by tiny amounts, so near the
+minimum the linear model promises decreases the cost cannot deliver. When the
+cost has stopped decreasing (by less than `stall_decrease` over `patience`
+iterations; a step of one standard error is worth 0.5) the iteration stops.
+This counts as converged only if the remaining Gauss-Newton step is under
+`stall_tolerance` standard errors, and the result says that it stalled and how
+long that step was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Normal:
+    """Normal equations J^T J d = -J^T r of an arrow-structured problem.
+
+    Attributes:
+        tt: [P, P]; tx: [S, P, n]; xx: [S, n, n] blocks of J^T J.
+        gt: [P] and gx: [S, n] blocks of the gradient J^T r.
+    """
+
+    tt: np.ndarray
+    tx: np.ndarray
+    xx: np.ndarray
+    gt: np.ndarray
+    gx: np.ndarray
+
+    @classmethod
+    def build(cls, residuals: np.ndarray, shared: np.ndarray, local: np.ndarray) -> Normal:
+        """From residuals [S, R] and their Jacobians: shared [S, R, P] (d/d theta), local [S, R, n] (d/d x_s)."""
+        return cls(
+            tt=np.einsum("srp,srq->pq", shared, shared),
+            tx=np.einsum("srp,srn->spn", shared, local),
+            xx=np.einsum("srn,srm->snm", local, local),
+            gt=np.einsum("srp,sr->p", shared, residuals),
+            gx=np.einsum("srn,sr->sn", local, residuals),
+        )
+
+    def solve(self, damping: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The step (d_theta [P], d_x [S, n]) solving (H + damping diag(H)) d = -g.
+
+        The reduced P x P system is solved by least squares, so directions the
+        data does not determine get no step instead of an infinite one.
+        """
+        xx = self.xx + damping * _diagonal_matrix(self.xx)
+        tt = self.tt + damping * np.diag(np.diag(self.tt))
+        xx_inv_xt = np.linalg.solve(xx, np.swapaxes(self.tx, 1, 2))  # [S, n, P]
+        xx_inv_gx = np.linalg.solve(xx, self.gx[..., None])[..., 0]  # [S, n]
+        reduced = tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
+        rhs = -self.gt + np.einsum("spn,sn->p", self.tx, xx_inv_gx)
+        d_theta = np.linalg.lstsq(reduced, rhs, rcond=1e-12)[0]
+        d_x = -xx_inv_gx - np.einsum("snp,p->sn", xx_inv_xt, d_theta)
+        return d_theta, d_x
+
+    def product(self, d_theta: np.ndarray, d_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """H d for a step d = (d_theta [P], d_x [S, n])."""
+        return (
+            self.tt @ d_theta + np.einsum("spn,sn->p", self.tx, d_x),
+            np.einsum("spn,p->sn", self.tx, d_theta) + np.einsum("snm,sm->sn", self.xx, d_x),
+        )
+
+    def decrease(self, d_theta: np.ndarray, d_x: np.ndarray) -> float:
+        """The decrease of the cost 1/2 |r|^2 that the linearised model predicts for step d."""
+        h_theta, h_x = self.product(d_theta, d_x)
+        linear = self.gt @ d_theta + np.sum(self.gx * d_x)
+        return float(-linear - 0.5 * (d_theta @ h_theta + np.sum(d_x * h_x)))
+
+    def covariance(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Blocks of H^-1: theta-theta [P, P], theta-x [S, P, n], x-x [S, n, n].
+
+        The theta block is the inverse of the Schur complement (the information
+        about theta with every local block free), pseudo-inverted where singular.
+        """
+        xx_inv = np.linalg.inv(self.xx)
+        xx_inv_xt = xx_inv @ np.swapaxes(self.tx, 1, 2)  # [S, n, P]
+        reduced = self.tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
+        tt = np.linalg.pinv(reduced, hermitian=True)
+        tx = -np.einsum("pq,sqn->spn", tt, np.swapaxes(xx_inv_xt, 1, 2))
+        xx = xx_inv + np.einsum("snp,pq,sqm->snm", xx_inv_xt, tt, np.swapaxes(xx_inv_xt, 1, 2))
+        return tt, tx, xx
+
+    def information(self) -> np.ndarray:
+        """[P, P] the Schur complement: information about theta with the local blocks free."""
+        xx_inv_xt = np.linalg.solve(self.xx, np.swapaxes(self.tx, 1, 2))
+        return self.tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
+
+
+def leverages(shared: np.ndarray, local: np.ndarray, normal: Normal) -> np.ndarray:
+    """[S, R] diagonal of the hat matrix J H^-1 J^T: how much of each residual the fit absorbs.
+
+    With correctly weighted residuals E[r_i^2] = 1 - leverage_i, which is what
+    an unbiased noise estimate divides by.
+    """
+    tt, tx, xx = normal.covariance()
+    return (
+        np.einsum("srp,pq,srq->sr", shared, tt, shared)
+        + 2 * np.einsum("srp,spn,srn->sr", shared, tx, local)
+        + np.einsum("srn,snm,srm->sr", local, xx, local)
+    )
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Outcome of `levenberg_marquardt`.
+
+    Attributes:
+        theta: [P] and x: [S, n] the final variables.
+        residuals: [S, R], shared: [S, R, P], local: [S, R, n] at the final variables.
+        costs: 1/2 |r|^2 at the start and after every accepted step.
+        steps: iterations taken (accepted or not).
+        converged: the Gauss-Newton step fell below `tolerance`, or the cost
+            stalled with the step below `stall_tolerance`.
+        stalled: the iteration stopped because the cost stopped decreasing.
+        step_length: the last Gauss-Newton step's length sqrt(g^T H^-1 g).
+    """
+
+    theta: np.ndarray
+    x: np.ndarray
+    residuals: np.ndarray
+    shared: np.ndarray
+    local: np.ndarray
+    costs: list[float]
+    steps: int
+    converged: bool
+    stalled: bool
+    step_length: float
+
+
+def levenberg_marquardt(
+    residuals_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    jacobian_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    theta: np.ndarray,
+    x: np.ndarray,
+    max_steps: int,
+    tolerance: float = 0.1,
+    on_step: Callable[[int, float, np.ndarray], None] | None = None,
+    patience: int = 8,
+    stall_decrease: float = 0.01,
+    stall_tolerance: float = 1.0,
+) -> Solution:
+    """Minimises 1/2 |r(theta, x)|^2 by Levenberg-Marquardt with Marquardt's diagonal scaling.
+
+    Each iteration first tests convergence (the Gauss-Newton step shorter than
+    `tolerance` in the metric of H), then tries the damped step; it is accepted
+    when the cost decreases, and the damping follows the ratio of actual to
+    predicted decrease (Nielsen's rule).
+
+    Args:
+        residuals_fn: (theta [P], x [S, n]) -> residuals [S, R].
+        jacobian_fn: (theta, x) -> (residuals [S, R], d/d theta [S, R, P], d/d x_s [S, R, n]).
+        max_steps: iterations allowed; 0 only evaluates the start.
+        tolerance: converged when the Gauss-Newton step is shorter than this (standard errors).
+        on_step: called with (step, cost, theta) after each iteration.
+        patience, stall_decrease, stall_tolerance: the stall rule (module docstring).
+    """
+    residuals, shared, local = jacobian_fn(theta, x)
+    cost = 0.5 * float(np.sum(residuals**2))
+    costs, damping, growth, step = [cost], 1e-3, 2.0, 0
+    history = [cost]  # the cost after every iteration, accepted or not
+    normal = Normal.build(residuals, shared, local)
+    while True:
+        gn_theta, gn_x = normal.solve()
+        step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
+        stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
+        converged = step_length < tolerance or (stalled and step_length < stall_tolerance)
+        if converged or stalled or step >= max_steps:
+            break
+        step += 1
+        d_theta, d_x = normal.solve(damping)
+        trial = residuals_fn(theta + d_theta, x + d_x)
+        trial_cost = 0.5 * float(np.sum(trial**2))
+        predicted = normal.decrease(d_theta, d_x)
+        ratio = (cost - trial_cost) / predicted if predicted > 0 else -1.0
+        if np.isfinite(trial_cost) and ratio > 0:
+            theta, x, cost = theta + d_theta, x + d_x, trial_cost
+            residuals, shared, local = jacobian_fn(theta, x)
+            normal = Normal.build(residuals, shared, local)
+            costs.append(cost)
+            damping *= max(1 / 3, 1 - (2 * ratio - 1) ** 3)
+            growth = 2.0
+        else:
+            damping *= growth
+            growth *= 2
+        history.append(cost)
+        if on_step is not None:
+            on_step(step, cost, theta)
+    return Solution(
+        theta=theta,
+        x=x,
+        residuals=residuals,
+        shared=shared,
+        local=local,
+        costs=costs,
+        steps=step,
+        converged=converged,
+        stalled=stalled,
+        step_length=step_length,
+    )
+
+
+def _diagonal_matrix(blocks: np.ndarray) -> np.ndarray:
+    """[S, n, n] the diagonals of `blocks` as diagonal matrices."""
+    return np.einsum("sij,ij->sij", blocks, np.eye(blocks.shape[-1]))

@@ -1,0 +1,223 @@
+"""Recorded trajectories: the file format, the checks against a model, and synthetic recordings.
+
+Data format (NPZ with these arrays, or CSV with a header naming these columns,
+vector columns as `qpos_0, qpos_1, ...`):
+    time: float [T], seconds, evenly spaced by a multiple of the model's time
+        step; a larger step between two rows is a gap that splits the recording
+        into contiguous stretches.
+    qpos: float [T, nq]; qvel: float [T, nv]; ctrl: float [T, nu], the control
+    applied from each sample to the next.
+
+`Trajectory.check` turns every way such a file can be unusable into one
+`ValueError` line naming the array, the rows or the sizes, before any fitting.
+`record` makes synthetic recordings with MuJoCo's C simulator (float64) and
+Gaussian measurement noise, for trying and testing system identification.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from mujoco import rollout as mj_rollout
+
+ARRAYS = ("time", "qpos", "qvel", "ctrl")
+SPACING_RTOL = 1e-3
+"""Two time stamps are one sample apart when their difference is within this fraction of the spacing."""
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A recorded trajectory (see the module docstring for the format); vectors given as [T] become [T, 1]."""
+
+    time: np.ndarray
+    qpos: np.ndarray
+    qvel: np.ndarray
+    ctrl: np.ndarray
+
+    def __post_init__(self):
+        for name in ARRAYS:
+            array = np.asarray(getattr(self, name), np.float64)
+            if name != "time" and array.ndim == 1:
+                array = array[:, None]
+            object.__setattr__(self, name, array)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Trajectory:
+        """Reads an NPZ or CSV file (unchecked: see `check`)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no trajectory file at '{path}'")
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                missing = set(ARRAYS) - set(data.files)
+                if missing:
+                    raise ValueError(f"'{path}' lacks arrays {sorted(missing)}; needs time, qpos, qvel, ctrl")
+                return cls(**{name: data[name] for name in ARRAYS})
+        if path.suffix == ".csv":
+            table = np.genfromtxt(path, delimiter=",", names=True)
+            columns = table.dtype.names or ()
+
+            def block(prefix: str) -> np.ndarray:
+                names = sorted((c for c in columns if c.startswith(prefix + "_")), key=lambda c: int(c.split("_")[-1]))
+                if not names:
+                    raise ValueError(f"'{path}' has no {prefix}_0, {prefix}_1, ... columns")
+                return np.stack([np.atleast_1d(table[c]) for c in names], axis=-1)
+
+            if "time" not in columns:
+                raise ValueError(f"'{path}' has no time column")
+            return cls(time=np.atleast_1d(table["time"]), qpos=block("qpos"), qvel=block("qvel"), ctrl=block("ctrl"))
+        raise ValueError(f"unsupported trajectory file '{path}'; accepted: .npz, .csv")
+
+    def save(self, path: str | Path) -> None:
+        """Writes an NPZ file."""
+        np.savez(path, time=self.time, qpos=self.qpos, qvel=self.qvel, ctrl=self.ctrl)
+
+    def check(self, nq: int, nv: int, nu: int) -> None:
+        """Raises a one-line ValueError if the arrays cannot describe a model with these sizes.
+
+        Checks, in order: `time` is one-dimensional with at least two samples,
+        every array has one row per time stamp and the model's width, every
+        value is finite, and time increases by one spacing or by a gap.
+        """
+        if self.time.ndim != 1:
+            raise ValueError(f"time must be one-dimensional [T], got shape {self.time.shape}")
+        count = len(self.time)
+        if count < 2:
+            raise ValueError(f"the recording has {count} sample(s); system identification needs a trajectory")
+        widths = {"qpos": ("nq", nq), "qvel": ("nv", nv), "ctrl": ("nu", nu)}
+        for name, (size_name, size) in widths.items():
+            array = getattr(self, name)
+            if array.ndim != 2:
+                raise ValueError(f"{name} must be [T, {size_name}], got shape {array.shape}")
+            if len(array) != count:
+                raise ValueError(
+                    f"{name} has {len(array)} rows but time has {count}; every array needs one row per time stamp"
+                )
+            if array.shape[1] != size:
+                raise ValueError(f"{name} has {array.shape[1]} columns but the model has {size_name}={size}")
+        for name in ARRAYS:
+            array = getattr(self, name)
+            bad = ~np.isfinite(array.reshape(count, -1)).all(axis=1)
+            if bad.any():
+                raise ValueError(
+                    f"{name} has non-finite values (nan or inf) in rows {_rows(np.flatnonzero(bad))} "
+                    f"of {count}; remove or fill them"
+                )
+        self.stretches()
+
+    @property
+    def dt(self) -> float:
+        """The sample spacing: the median difference of consecutive time stamps."""
+        return float(np.median(np.diff(self.time)))
+
+    def stretches(self) -> list[slice]:
+        """The contiguous, evenly spaced stretches between gaps in `time`, in order.
+
+        Raises:
+            ValueError: time stamps that do not increase, or that are closer than
+                the usual spacing (uneven sampling), naming the first such row.
+        """
+        steps = np.diff(self.time)
+        dt = self.dt
+        if dt <= 0:
+            raise ValueError(f"time must increase; the median spacing is {dt:.6g} s")
+        close = np.flatnonzero(steps < dt * (1 - SPACING_RTOL))
+        if close.size:
+            i = int(close[0])
+            raise ValueError(
+                f"time stamps are unevenly spaced: rows {i} and {i + 1} are {steps[i]:.6g} s apart, the usual spacing "
+                f"is {dt:.6g} s ({close.size} such step(s)); resample the data evenly"
+            )
+        gaps = np.flatnonzero(steps > dt * (1 + SPACING_RTOL)) + 1
+        bounds = [0, *gaps.tolist(), len(self.time)]
+        return [slice(a, b) for a, b in itertools.pairwise(bounds)]
+
+
+def _rows(rows: np.ndarray, shown: int = 5) -> str:
+    text = ", ".join(str(r) for r in rows[:shown])
+    return text + (f" ... ({len(rows)} rows)" if len(rows) > shown else "")
+
+
+def simulate_mujoco(
+    model: mujoco.MjModel, qpos0: np.ndarray, qvel0: np.ndarray, ctrl: np.ndarray, n_substeps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Segments simulated by MuJoCo's C `rollout` (float64).
+
+    Args:
+        qpos0: [S, nq], qvel0: [S, nv] start states. ctrl: [S, K, nu], each held for `n_substeps` steps.
+
+    Returns:
+        qpos [S, K, nq] and qvel [S, K, nv] after each control.
+    """
+    data = mujoco.MjData(model)
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    initial = np.zeros((len(qpos0), mujoco.mj_stateSize(model, spec)))
+    for i, (q, v) in enumerate(zip(qpos0, qvel0, strict=True)):
+        mujoco.mj_resetData(model, data)
+        data.qpos[:], data.qvel[:] = q, v
+        mujoco.mj_getState(model, data, initial[i], spec)
+    controls = np.repeat(np.asarray(ctrl, np.float64), n_substeps, axis=1)
+    states, _ = mj_rollout.rollout(model, data, initial, controls)
+    states = states[:, n_substeps - 1 :: n_substeps]
+    return states[..., 1 : 1 + model.nq], states[..., 1 + model.nq : 1 + model.nq + model.nv]
+
+
+def multisine(seconds: float, dt: float, amplitudes: list[float], frequencies: list[float]) -> np.ndarray:
+    """An excitation signal float [T, 1] (T = seconds / dt + 1), clipped to [-1, 1]; frequencies in rad/s."""
+    t = np.arange(round(seconds / dt) + 1) * dt
+    signal = sum(a * np.sin(f * t + i) for i, (a, f) in enumerate(zip(amplitudes, frequencies, strict=True)))
+    return np.clip(signal, -1.0, 1.0)[:, None]
+
+
+def random_excitation(
+    seconds: float, dt: float, nu: int, rng: np.random.Generator, max_hz: float = 1.0, components: int = 8
+) -> np.ndarray:
+    """Smooth random controls float [T, nu]: per actuator a sum of `components` sines.
+
+    Frequencies are uniform in (0.05, max_hz) Hz with random phases and
+    amplitudes, scaled to a standard deviation of about 0.6 and clipped to
+    [-1, 1]. The signal is a function of time only, so every sampling rate sees
+    the same kind of motion.
+    """
+    t = np.arange(round(seconds / dt) + 1) * dt
+    frequencies = rng.uniform(0.05, max_hz, size=(components, nu)) * 2 * np.pi
+    phases = rng.uniform(0, 2 * np.pi, size=(components, nu))
+    amplitudes = rng.uniform(0.5, 1.0, size=(components, nu))
+    signal = (amplitudes[None] * np.sin(frequencies[None] * t[:, None, None] + phases[None])).sum(axis=1)
+    signal *= 0.6 / np.sqrt(0.5 * (amplitudes**2).sum(axis=0))[None]
+    return np.clip(signal, -1.0, 1.0)
+
+
+def record(
+    model: mujoco.MjModel,
+    ctrl: np.ndarray,
+    qpos0: np.ndarray,
+    qvel0: np.ndarray,
+    dt: float,
+    qpos_noise: float = 0.0,
+    qvel_noise: float = 0.0,
+    seed: int | np.random.Generator = 0,
+) -> Trajectory:
+    """A trajectory from MuJoCo's C simulator with Gaussian measurement noise.
+
+    Args:
+        ctrl: float [T, nu]; the last row is recorded but not applied.
+        qpos0: [nq], qvel0: [nv] the initial state. dt: sample spacing (a multiple of the time step).
+        qpos_noise, qvel_noise: standard deviations of the noise added to every recorded value.
+        seed: seed or generator of the noise.
+    """
+    n_substeps = round(dt / model.opt.timestep)
+    qpos, qvel = simulate_mujoco(model, qpos0[None], qvel0[None], ctrl[None, :-1], n_substeps)
+    rng = np.random.default_rng(seed)
+    qpos = np.concatenate([qpos0[None], qpos[0]])
+    qvel = np.concatenate([qvel0[None], qvel[0]])
+    return Trajectory(
+        time=np.arange(len(ctrl)) * dt,
+        qpos=qpos + rng.normal(scale=qpos_noise, size=qpos.shape),
+        qvel=qvel + rng.normal(scale=qvel_noise, size=qvel.shape),
+        ctrl=ctrl,
+    )

@@ -1,0 +1,73 @@
+"""The arrow-structured Levenberg-Marquardt against dense linear algebra, and on a nonlinear fit."""
+
+import numpy as np
+import pytest
+
+from shac.tools import least_squares
+
+
+def arrow_problem(seed=0, blocks=4, rows=6, shared=2, local=3):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(blocks, rows, shared))
+    b = rng.normal(size=(blocks, rows, local))
+    r = rng.normal(size=(blocks, rows))
+    dense = np.zeros((blocks * rows, shared + blocks * local))
+    for s in range(blocks):
+        dense[s * rows : (s + 1) * rows, :shared] = a[s]
+        dense[s * rows : (s + 1) * rows, shared + s * local : shared + (s + 1) * local] = b[s]
+    return r, a, b, dense
+
+
+def test_schur_steps_covariance_and_leverages_match_dense_algebra():
+    r, a, b, dense = arrow_problem()
+    normal = least_squares.Normal.build(r, a, b)
+    d_theta, d_x = normal.solve()
+    expected = np.linalg.lstsq(dense, -r.reshape(-1), rcond=None)[0]
+    np.testing.assert_allclose(np.concatenate([d_theta, d_x.reshape(-1)]), expected, atol=1e-10)
+    hessian = dense.T @ dense
+    inverse = np.linalg.inv(hessian)
+    tt, tx, xx = normal.covariance()
+    np.testing.assert_allclose(tt, inverse[:2, :2], atol=1e-10)
+    np.testing.assert_allclose(tx[1], inverse[:2, 5:8], atol=1e-10)
+    np.testing.assert_allclose(xx[2], inverse[8:11, 8:11], atol=1e-10)
+    np.testing.assert_allclose(np.linalg.inv(normal.information()), inverse[:2, :2], atol=1e-10)
+    hat = dense @ inverse @ dense.T
+    np.testing.assert_allclose(least_squares.leverages(a, b, normal).reshape(-1), np.diag(hat), atol=1e-10)
+    # the leverages sum to the number of variables, 2 + 4 * 3
+    assert least_squares.leverages(a, b, normal).sum() == pytest.approx(14.0)
+    # the predicted decrease of the full Gauss-Newton step is 1/2 g^T H^-1 g
+    gradient = dense.T @ r.reshape(-1)
+    assert normal.decrease(d_theta, d_x) == pytest.approx(0.5 * gradient @ inverse @ gradient)
+    # damping shortens the step
+    damped = np.concatenate([p.reshape(-1) for p in normal.solve(10.0)])
+    assert np.linalg.norm(damped) < np.linalg.norm(expected)
+
+
+def test_levenberg_marquardt_fits_a_shared_rate_and_per_block_amplitudes():
+    # y_s(t) = c_s exp(-k t): a shared decay rate k = 0.7 and one amplitude c_s per block
+    t = np.linspace(0, 3, 20)
+    amplitudes = np.array([[1.0], [2.0], [-0.5]])
+    data = amplitudes * np.exp(-0.7 * t)[None]
+
+    def residuals_fn(theta, x):
+        return x * np.exp(-theta[0] * t)[None] - data
+
+    def jacobian_fn(theta, x):
+        decay = np.exp(-theta[0] * t)[None]
+        return (
+            residuals_fn(theta, x),
+            (-t[None] * x * decay)[..., None],
+            np.broadcast_to(decay, x.shape[:1] + t.shape)[..., None],
+        )
+
+    solution = least_squares.levenberg_marquardt(
+        residuals_fn, jacobian_fn, np.array([3.0]), np.ones((3, 1)), max_steps=30, tolerance=1e-8
+    )
+    assert solution.converged and solution.steps < 30
+    assert solution.theta[0] == pytest.approx(0.7, abs=1e-8)
+    np.testing.assert_allclose(solution.x, amplitudes, atol=1e-8)
+    assert solution.costs[-1] < 1e-16 and np.all(np.diff(solution.costs) < 0)
+    stopped = least_squares.levenberg_marquardt(
+        residuals_fn, jacobian_fn, np.array([3.0]), np.ones((3, 1)), max_steps=1, tolerance=1e-8
+    )
+    assert not stopped.converged and stopped.steps == 1 and stopped.step_length > 1e-8

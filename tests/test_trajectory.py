@@ -1,0 +1,111 @@
+"""Trajectory files, the one-line checks of bad data, gaps in time, and synthetic recordings."""
+
+import numpy as np
+import pytest
+
+from shac.tools.trajectory import Trajectory, multisine, random_excitation, record
+
+PENDULUM_SIZES = {"nq": 1, "nv": 1, "nu": 1}
+
+
+def clean(count=101, dt=0.01):
+    t = np.arange(count) * dt
+    return Trajectory(time=t, qpos=np.sin(t), qvel=np.cos(t), ctrl=np.zeros(count))
+
+
+def with_(trajectory, **arrays):
+    fields = {name: getattr(trajectory, name) for name in ("time", "qpos", "qvel", "ctrl")}
+    return Trajectory(**(fields | arrays))
+
+
+def test_files_round_trip_and_vectors_become_columns(tmp_path):
+    trajectory = clean()
+    assert trajectory.qpos.shape == (101, 1)
+    trajectory.save(tmp_path / "t.npz")
+    np.testing.assert_array_equal(Trajectory.load(tmp_path / "t.npz").qvel, trajectory.qvel)
+    table = np.column_stack([trajectory.time, trajectory.qpos, trajectory.qvel, trajectory.ctrl])
+    np.savetxt(tmp_path / "t.csv", table, delimiter=",", header="time,qpos_0,qvel_0,ctrl_0", comments="")
+    np.testing.assert_allclose(Trajectory.load(tmp_path / "t.csv").qpos, trajectory.qpos)
+    (tmp_path / "t.txt").write_text("time qpos\n")
+    with pytest.raises(ValueError, match="unsupported trajectory file"):
+        Trajectory.load(tmp_path / "t.txt")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda t: with_(t, qpos=np.where(np.isin(np.arange(101), [12, 13]), np.nan, t.qpos[:, 0])),
+            r"^qpos has non-finite values \(nan or inf\) in rows 12, 13 of 101; remove or fill them$",
+        ),
+        (
+            lambda t: with_(t, ctrl=np.full(101, np.inf)),
+            r"^ctrl has non-finite values \(nan or inf\) in rows 0, 1, 2, 3, 4 \.\.\. \(101 rows\) of 101",
+        ),
+        (
+            lambda t: with_(t, qpos=t.qpos[:99]),
+            r"^qpos has 99 rows but time has 101; every array needs one row per time stamp$",
+        ),
+        (lambda t: with_(t, ctrl=np.zeros(120)), r"^ctrl has 120 rows but time has 101"),
+        (
+            lambda t: with_(t, qpos=np.zeros((101, 3))),
+            r"^qpos has 3 columns but the model has nq=1$",
+        ),
+        (lambda t: with_(t, qvel=np.zeros((101, 1, 2))), r"^qvel must be \[T, nv\], got shape \(101, 1, 2\)$"),
+        (
+            lambda t: Trajectory(time=[0.0], qpos=[[0.0]], qvel=[[0.0]], ctrl=[[0.0]]),
+            r"^the recording has 1 sample\(s\); system identification needs a trajectory$",
+        ),
+        (
+            lambda t: with_(t, time=np.concatenate([t.time[:50], t.time[50:] - 0.005])),
+            r"^time stamps are unevenly spaced: rows 49 and 50 are 0\.005 s apart, the usual spacing is 0\.01 s",
+        ),
+        (lambda t: with_(t, time=t.time[::-1]), r"^time must increase"),
+    ],
+    ids=["nan", "inf", "short", "long", "wide", "3d", "one_sample", "uneven", "decreasing"],
+)
+def test_bad_data_fails_in_one_line(change, message):
+    with pytest.raises(ValueError, match=message) as error:
+        change(clean()).check(**PENDULUM_SIZES)
+    assert "\n" not in str(error.value)
+
+
+def test_gaps_in_time_split_the_recording_into_stretches():
+    trajectory = clean()
+    clean().check(**PENDULUM_SIZES)
+    assert trajectory.stretches() == [slice(0, 101)]
+    # rows 40 and 70 start after gaps of 0.5 s and 0.015 s: three stretches of 40, 30 and 31 rows
+    time = trajectory.time.copy()
+    time[40:] += 0.49
+    time[70:] += 0.005
+    gapped = with_(trajectory, time=time)
+    gapped.check(**PENDULUM_SIZES)
+    assert gapped.dt == pytest.approx(0.01)
+    assert gapped.stretches() == [slice(0, 40), slice(40, 70), slice(70, 101)]
+
+
+def test_recordings_follow_the_c_simulator_and_add_the_requested_noise():
+    import mujoco
+
+    xml = """<mujoco><option timestep="0.01"/><worldbody><body><joint name="slide" type="slide" axis="1 0 0"/>
+             <geom type="sphere" size="0.1" mass="2"/></body></worldbody>
+             <actuator><motor joint="slide" gear="1"/></actuator></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    ctrl = np.full((11, 1), 4.0)  # a 2 kg free mass pushed by 4 N: a = 2 m/s^2
+    exact = record(model, ctrl, np.zeros(1), np.zeros(1), dt=0.02)
+    # semi-implicit Euler: v_k = a * 0.01 k; after 10 samples of 2 steps (k = 20) v = 0.4 m/s
+    assert exact.qvel[-1, 0] == pytest.approx(0.4)
+    # x_k = sum_{j<=k} v_j * 0.01 = a * 0.01^2 * k (k + 1) / 2 = 0.0002 * 20 * 21 / 2 = 0.042 m
+    assert exact.qpos[-1, 0] == pytest.approx(0.042)
+    noisy = record(model, np.zeros((20001, 1)), np.zeros(1), np.zeros(1), 0.01, 0.1, 0.5, seed=3)
+    assert noisy.qpos.std() == pytest.approx(0.1, rel=0.03) and noisy.qvel.std() == pytest.approx(0.5, rel=0.03)
+
+
+def test_excitation_signals_are_bounded_and_smooth():
+    signal = multisine(2.0, 0.01, [0.8, 0.4], [2.0, 5.3])
+    assert signal.shape == (201, 1) and np.abs(signal).max() <= 1.0
+    controls = random_excitation(10.0, 0.01, 2, np.random.default_rng(0), max_hz=1.0)
+    assert controls.shape == (1001, 2) and np.abs(controls).max() <= 1.0
+    assert 0.3 < controls.std() < 0.8
+    # at most 1 Hz with amplitudes <= ~1: a step of 0.01 s changes a control by well under 0.1
+    assert np.abs(np.diff(controls, axis=0)).max() < 0.1
