@@ -1,10 +1,10 @@
 """Benchmarks against the peers: `python launch/benchmark.py suite=learning env=ant budget_minutes=6 seeds=1`.
 
 suite=learning trains every configuration of brax APG and brax PPO in
-configs/peers/<env>.yaml with one seed, then SHAC and each peer's best
-configuration with `seeds` seeds, all with the same training wall-clock budget
-per run (compile and evaluation time excluded) and the same deterministic
-evaluation; suite=throughput times SHAC's epoch
+configs/peers/<env>.yaml with one seed, then SHAC (and with methods=[...] AHAC,
+SAPO) and each peer's best configuration with `seeds` seeds, all with the same
+training wall-clock budget per run (compile and evaluation time excluded) and
+the same deterministic evaluation; suite=throughput times SHAC's epoch
 against its forward rollout and brax APG's update over an (N, h) grid
 (`preset=gpu` for an accelerator). Writes results.json and PNG plots into the
 run directory and, unless docs= is empty, copies them to
@@ -60,6 +60,17 @@ def env_algo(name: str) -> AlgoConfig:
     return AlgoConfig(**values)
 
 
+def method_algo(config: BenchmarkConfig, method: str) -> AlgoConfig:
+    """The settings of `method` (shac, ahac or sapo): configs/algo/<method>.yaml over the env's, with the
+    command line's overrides."""
+    if method == config.algo.name:
+        return config.algo
+    from hydra import compose
+
+    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("algo=")]
+    return to_config(compose("benchmark", overrides=[*overrides, f"algo={method}"]), BenchmarkConfig).algo
+
+
 def learning(config: BenchmarkConfig, meta: dict) -> dict:
     """Trains every configuration of each peer with seed `seed`, then SHAC and each peer's best
     configuration with `seeds` seeds (the first one's run reused); the results with every run's records."""
@@ -73,10 +84,9 @@ def learning(config: BenchmarkConfig, meta: dict) -> dict:
 
     def train(method: str, name: str, seed: int) -> None:
         print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
-        if method == "shac":
-            result = learning.train_shac(
-                env, config.algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps
-            )
+        if method in ("shac", "ahac", "sapo"):
+            algo = method_algo(config, method)
+            result = learning.train_shac(env, algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps)
         elif method == "apg":
             result = learning.train_apg(env, config.apg[name], seed, budget_s, config.eval_episodes, name)
         else:
@@ -93,7 +103,7 @@ def learning(config: BenchmarkConfig, meta: dict) -> dict:
         for name in peers[method]:
             train(method, name, config.seed)
     records = [r for run in runs for r in run["records"]]
-    chosen = {"shac": "paper", **report.best_configs(records, config.seed)}
+    chosen = {"shac": "paper", "ahac": "paper", "sapo": "paper", **report.best_configs(records, config.seed)}
     done = {(run["method"], run["config"], run["seed"]) for run in runs}
     for method in config.methods:
         for seed in range(config.seed, config.seed + config.seeds):

@@ -35,14 +35,14 @@ def main(cfg: DictConfig) -> None:
     import jax
 
     from shac.config import make_env
-    from shac.core.algorithm import Shac
+    from shac.core.algorithms import make_algorithm
     from shac.core.normalizer import RunningStatistics
     from shac.run.serialization import load_policy
     from shac.tools import diagnostics
 
     out = Path(HydraConfig.get().runtime.output_dir)
     env = make_env(config.env, config.randomization, config.smoothing)
-    shac = Shac(config.algo, env)
+    shac = make_algorithm(config.algo, env)
     key = jax.random.key(config.seed)
     actor_params = shac.actor.init(key, jax.numpy.zeros(env.observation_size))
     normalizer = RunningStatistics.create(env.observation_size)

@@ -59,7 +59,7 @@ def measure(args: ScalingArgs, num_devices: int) -> dict:
     import jax
 
     from shac.config import make_env, to_train_config
-    from shac.core.algorithm import Shac
+    from shac.core.algorithms import make_algorithm
     from shac.run import parallel
     from shac.run.hydra_config import register_configs, split_launch_config
 
@@ -69,7 +69,7 @@ def measure(args: ScalingArgs, num_devices: int) -> dict:
         config = to_train_config(split_launch_config(compose(config_name="config", overrides=overrides))[0])
     if jax.device_count() < num_devices:
         raise SystemExit(f"devices={num_devices}, but this process has {jax.device_count()}: {jax.devices()}")
-    shac = Shac(config.algo, make_env(config.env, config.randomization, config.smoothing))
+    shac = make_algorithm(config.algo, make_env(config.env, config.randomization, config.smoothing))
     mesh = parallel.make_mesh(config.algo.num_envs, jax.devices()[:num_devices])
     start = time.perf_counter()
     state = parallel.sharded_init(shac, mesh)(jax.random.key(0))

@@ -25,6 +25,9 @@ LOGGER_MODES = ("offline", "online", "disabled")
 PRECISIONS = ("float32", "float64")
 RANDOMIZATION_MODES = ("none", "uniform", "from_sysid")
 CRITIC_TARGETS = ("td_lambda", "one_step")
+ALGORITHMS = ("shac", "ahac", "sapo")
+CRITIC_COMBINES = ("min", "mean")
+ACTIVATIONS = ("elu", "silu")
 
 
 class ConfigError(ValueError):
@@ -91,13 +94,43 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class AlgoConfig:
-    """SHAC hyperparameters (defaults: the paper's shared values; env configs set the rest)."""
+class AhacConfig:
+    """AHAC's adaptive horizon and critic fitting (used with `algo.name=ahac`; docs/algorithms.md)."""
 
+    min_horizon: int = 8
+    """Shortest window, and the first epoch's; `algo.horizon` is the longest (the compiled window)."""
+    stiffness_threshold: float = 500.0
+    """The horizon grows while the window's summed contact stiffness (per env, mean over envs) is
+    below this, and shrinks above it."""
+    horizon_lr: float = 5e-4
+    """Step of the horizon per unit of stiffness below the threshold; decays linearly to 0 over max_epochs."""
+    critic_tolerance: float = 0.2
+    """Critic passes stop once the loss changed by less than this per pass, on average over the last 4
+    (in the loss's units, as in the reference code; at least 5 passes, at most `algo.critic_iterations`)."""
+
+
+@dataclass(frozen=True)
+class SapoConfig:
+    """SAPO's maximum-entropy terms (used with `algo.name=sapo`; docs/algorithms.md)."""
+
+    init_temperature: float = 1.0
+    """Initial entropy temperature alpha."""
+    temperature_lr: float = 5e-3
+    """Adam learning rate of log(alpha)."""
+    target_entropy_per_action: float = -0.5
+    """Target entropy of the squashed policy, per action dimension (the target is this * action_size)."""
+
+
+@dataclass(frozen=True)
+class AlgoConfig:
+    """Algorithm hyperparameters (defaults: SHAC's shared values; env and algo configs set the rest)."""
+
+    name: str = "shac"
+    """shac, ahac (adaptive horizon) or sapo (maximum entropy); chosen with `algo=<name>`."""
     num_envs: int = 64
     """N, environments simulated in parallel."""
     horizon: int = 32
-    """h, steps back-propagated per actor update."""
+    """h, steps back-propagated per actor update (AHAC: the longest window)."""
     max_epochs: int = 500
     """Epochs to train; one epoch = one window of N * h env steps."""
     gamma: float = 0.99
@@ -117,7 +150,7 @@ class AlgoConfig:
     actor_grad_norm: float = 1.0
     """Global-norm clip of the actor gradient."""
     critic_iterations: int = 16
-    """Passes over the window's N * h samples per epoch."""
+    """Passes over the window's N * h samples per epoch (AHAC: at most this many)."""
     critic_minibatches: int = 4
     """Minibatches per pass (shuffled)."""
     critic_target: str = "td_lambda"
@@ -130,6 +163,22 @@ class AlgoConfig:
     """Critic MLP hidden widths."""
     init_log_std: float = -1.0
     """Initial state-independent log standard deviation of the policy."""
+    num_critics: int = 1
+    """1, or 2 critics regressed onto the same targets and combined by `critic_combine`."""
+    critic_combine: str = "min"
+    """How 2 critics make one value (bootstrap and targets): min (AHAC) or mean (SAPO)."""
+    critic_grad_norm: float = 0.0
+    """Global-norm clip of the critic gradient; 0 disables."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW) of actor and critic; 0 is plain Adam."""
+    activation: str = "elu"
+    """Hidden activation of both networks: elu (SHAC) or silu (SAPO)."""
+    state_dependent_std: bool = False
+    """Policy standard deviation from a second actor head (SAPO) instead of a free parameter."""
+    ahac: AhacConfig = AhacConfig()
+    """AHAC's options."""
+    sapo: SapoConfig = SapoConfig()
+    """SAPO's options."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
     action_mean_penalty: float = 0.0
@@ -173,6 +222,29 @@ class AlgoConfig:
         )
         for name, value in {"algo.gamma": self.gamma, "algo.lam": self.lam}.items():
             _check(0.0 < value <= 1.0, f"{name} must be in (0, 1], got {value}")
+        _check_choice("algo.name", self.name, ALGORITHMS)
+        _check_choice("algo.critic_combine", self.critic_combine, CRITIC_COMBINES)
+        _check_choice("algo.activation", self.activation, ACTIVATIONS)
+        _check(self.num_critics in (1, 2), f"algo.num_critics must be 1 or 2, got {self.num_critics}")
+        _check_non_negative(
+            {
+                "algo.critic_grad_norm": self.critic_grad_norm,
+                "algo.weight_decay": self.weight_decay,
+                "algo.ahac.horizon_lr": self.ahac.horizon_lr,
+                "algo.ahac.critic_tolerance": self.ahac.critic_tolerance,
+                "algo.sapo.temperature_lr": self.sapo.temperature_lr,
+            }
+        )
+        _check_positive(
+            {
+                "algo.ahac.stiffness_threshold": self.ahac.stiffness_threshold,
+                "algo.sapo.init_temperature": self.sapo.init_temperature,
+            }
+        )
+        _check(
+            self.name != "ahac" or 1 <= self.ahac.min_horizon <= self.horizon,
+            f"algo.ahac.min_horizon={self.ahac.min_horizon} must be in [1, algo.horizon={self.horizon}]",
+        )
         _check_choice("algo.critic_target", self.critic_target, CRITIC_TARGETS)
         _check(
             self.critic_target != "td_lambda" or self.lam < 1.0,

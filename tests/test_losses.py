@@ -1,5 +1,8 @@
-"""SHAC's actor loss and critic targets: hand-derived numbers and plain-Python references."""
+"""The actor loss, critic targets and losses (SHAC's, AHAC's masks, SAPO's entropy terms):
+hand-derived numbers and plain-Python references."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -102,3 +105,58 @@ def test_scans_match_plain_python(seed):
     assert float(losses.actor_loss(rewards, next_values, dones, gamma)) == pytest.approx(
         reference_actor_loss(rewards, next_values, dones, gamma), rel=1e-5, abs=1e-6
     )
+
+
+def test_window_dones_end_each_env_at_its_last_active_step():
+    # h = 3, N = 2: env 0 simulates 3 steps (ends at t = 2), env 1 two (ends at t = 1; t = 2 is not a step)
+    active = np.array([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+    dones = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])  # env 0's episode also ended at t = 0
+    expected = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_array_equal(losses.window_dones(dones, active), expected)
+
+
+def test_actor_loss_of_a_shorter_active_window_by_hand():
+    # gamma = 0.5, one env, h = 3 of which 2 steps simulated: the window ends (bootstraps) at t = 1.
+    # 1 + 0.5 * 2 + 0.5^2 * V'(s_2) = 1 + 1 + 0.25 * 20 = 7; step 2 counts for nothing.
+    # loss = -7 / (active steps = 2) = -3.5
+    rewards = np.array([[1.0], [2.0], [3.0]])
+    next_values = np.array([[10.0], [20.0], [30.0]])
+    active = np.array([[1.0], [1.0], [0.0]])
+    assert losses.actor_loss(rewards, next_values, np.zeros((3, 1)), 0.5, active) == pytest.approx(-3.5)
+
+
+def test_td_lambda_of_a_shorter_active_window_by_hand():
+    # The two active steps are test_td_lambda_by_hand's window (targets 3.5 and 6); the inactive
+    # third step (reward 99, value 99) must not leak into them.
+    rewards = np.array([[1.0], [2.0], [99.0]])
+    next_values = np.array([[4.0], [8.0], [99.0]])
+    active = np.array([[1.0], [1.0], [0.0]])
+    targets = losses.td_lambda_targets(rewards, next_values, np.zeros((3, 1)), 0.5, 0.5, active)
+    np.testing.assert_allclose(np.asarray(targets)[:2, 0], [3.5, 6.0], rtol=1e-6)
+
+
+def test_weighted_critic_loss_of_two_critics_by_hand():
+    # weights drop the third sample. critic 0: ((1 - 0)^2 + (2 - 4)^2) / 2 = 2.5;
+    # critic 1: ((3 - 0)^2 + (4 - 4)^2) / 2 = 4.5; mean over critics (2.5 + 4.5) / 2 = 3.5
+    values = np.array([[1.0, 2.0, 50.0], [3.0, 4.0, -50.0]])
+    targets, weights = np.array([0.0, 4.0, 0.0]), np.array([1.0, 1.0, 0.0])
+    assert losses.critic_loss(values, targets, weights) == pytest.approx(3.5)
+
+
+def test_soft_rewards_by_hand():
+    # r - alpha log pi with alpha = 2: 1 - 2 * (-0.5) = 2 and -2 - 2 * 1 = -4
+    rewards, log_probs = jnp.array([1.0, -2.0]), jnp.array([-0.5, 1.0])
+    np.testing.assert_allclose(losses.soft_rewards(rewards, log_probs, jnp.array(2.0)), [2.0, -4.0])
+    # d/d log_pi = -alpha; no gradient into the temperature
+    grad = jax.grad(lambda lp: losses.soft_rewards(rewards, lp, 2.0).sum())(log_probs)
+    np.testing.assert_allclose(grad, [-2.0, -2.0])
+    assert jax.grad(lambda t: losses.soft_rewards(rewards, log_probs, t).sum())(2.0) == 0.0
+
+
+def test_temperature_loss_gradient_is_entropy_minus_target():
+    # d/d log(alpha) of log(alpha) * (H - target) = H - target: 1.5 - (-0.5) = 2 (descent lowers alpha),
+    # -1.0 - (-0.5) = -0.5 (descent raises it), and 0 at H = target
+    grad = jax.grad(losses.temperature_loss)
+    assert grad(jnp.array(0.3), jnp.array(1.5), -0.5) == pytest.approx(2.0)
+    assert grad(jnp.array(0.3), jnp.array(-1.0), -0.5) == pytest.approx(-0.5)
+    assert grad(jnp.array(0.3), jnp.array(-0.5), -0.5) == 0.0

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from shac.config import make_env
-from shac.core.algorithm import Shac
+from shac.core.algorithms import make_algorithm
 from shac.run.checkpoint import Checkpointer, state_arrays
 from shac.run.serialization import load_config
 from tests.conftest import PENDULUM_ARGS, ROOT
@@ -63,7 +63,7 @@ def wait_for(condition, process, what):
 
 def final_arrays(run_dir):
     config = load_config(run_dir)
-    shac = Shac(config.algo, make_env(config.env))
+    shac = make_algorithm(config.algo, make_env(config.env))
     abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
     with Checkpointer(run_dir) as checkpoints:
         return jax.device_get(state_arrays(checkpoints.restore(EPOCHS, abstract, config)))

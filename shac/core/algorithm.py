@@ -1,8 +1,12 @@
-"""SHAC as pure functions: the training state and one jitted epoch.
+"""SHAC as pure functions: the training state and one jitted epoch, built from parts its successors reuse.
 
 One epoch = one differentiable window of N * h env steps, one actor step on
 the short-horizon loss, critic fitting on TD(lambda) targets, and the target
-critic update (docs/algorithm.md).
+critic update (docs/algorithm.md). AHAC (`shac.core.ahac`) and SAPO
+(`shac.core.sapo`) subclass `Shac` and change only its hooks: `init_algo_state`
+(their own state), `active_horizon` (the window's length), `rewards` (what the
+actor maximises and the critic predicts), `fit_critic` and `after_epoch` (their
+own updates and metrics); docs/algorithms.md.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from envs import MjxEnv, State
 from shac.config import AlgoConfig
 from shac.core import losses
 from shac.core.episodes import EpisodeStats
-from shac.core.networks import Actor, Critic
+from shac.core.networks import Actor, Critic, CriticEnsemble
 from shac.core.normalizer import RunningStatistics
 from shac.core.rollout import Window, rollout
 
@@ -42,6 +46,7 @@ class TrainState:
         env_steps: int32 [] environment steps simulated.
         actor_skipped: int32 [] actor updates skipped for non-finite gradients.
         critic_skipped: int32 [] critic minibatch updates skipped likewise.
+        algo_state: what an algorithm adds (AHAC's horizon, SAPO's temperature); empty for SHAC.
     """
 
     actor_params: Params
@@ -57,6 +62,7 @@ class TrainState:
     env_steps: jax.Array
     actor_skipped: jax.Array
     critic_skipped: jax.Array
+    algo_state: dict = struct.field(default_factory=dict)
 
 
 class Shac:
@@ -71,19 +77,46 @@ class Shac:
         self.config = config
         self.env = env
         self.actor = Actor(
-            hidden=tuple(config.actor_hidden), action_size=env.action_size, init_log_std=config.init_log_std
+            hidden=tuple(config.actor_hidden),
+            action_size=env.action_size,
+            init_log_std=config.init_log_std,
+            state_dependent_std=config.state_dependent_std,
+            activation=config.activation,
         )
-        self.critic = Critic(hidden=tuple(config.critic_hidden))
+        critic = Critic if config.num_critics == 1 else CriticEnsemble
+        self.critic = critic(hidden=tuple(config.critic_hidden), activation=config.activation)
         self.actor_lr = optax.linear_schedule(config.actor_lr, config.min_lr, config.max_epochs)
         critic_updates_per_epoch = config.critic_iterations * config.critic_minibatches
         self.critic_lr = optax.linear_schedule(
             config.critic_lr, config.min_lr, config.max_epochs * critic_updates_per_epoch
         )
-        self.actor_optimizer = optax.chain(
-            optax.clip_by_global_norm(config.actor_grad_norm),
-            optax.adam(self.actor_lr, b1=config.adam_b1, b2=config.adam_b2),
-        )
-        self.critic_optimizer = optax.adam(self.critic_lr, b1=config.adam_b1, b2=config.adam_b2)
+        self.actor_optimizer = optax.chain(optax.clip_by_global_norm(config.actor_grad_norm), self.adam(self.actor_lr))
+        self.critic_optimizer = self.make_critic_optimizer()
+
+    def adam(self, learning_rate: optax.ScalarOrSchedule) -> optax.GradientTransformation:
+        """Adam with the config's betas, or AdamW when `weight_decay` > 0."""
+        config = self.config
+        if config.weight_decay > 0:
+            return optax.adamw(learning_rate, config.adam_b1, config.adam_b2, weight_decay=config.weight_decay)
+        return optax.adam(learning_rate, b1=config.adam_b1, b2=config.adam_b2)
+
+    def critic_transform(self, learning_rate: optax.ScalarOrSchedule) -> optax.GradientTransformation:
+        """`adam` on `learning_rate`, after a global-norm clip if `critic_grad_norm` > 0."""
+        if self.config.critic_grad_norm > 0:
+            return optax.chain(optax.clip_by_global_norm(self.config.critic_grad_norm), self.adam(learning_rate))
+        return self.adam(learning_rate)
+
+    def make_critic_optimizer(self) -> optax.GradientTransformation:
+        """The critic's optimiser: `critic_transform` on the `critic_lr` schedule (it counts updates)."""
+        return self.critic_transform(self.critic_lr)
+
+    def critic_learning_rate(self, epoch: jax.Array) -> jax.Array:
+        """The critic's learning rate at the start of `epoch` (for the metrics)."""
+        return self.critic_lr(epoch * self.config.critic_iterations * self.config.critic_minibatches)
+
+    def init_algo_state(self) -> dict:
+        """The algorithm's own state (`TrainState.algo_state`); SHAC has none."""
+        return {}
 
     def init(self, key: jax.Array) -> TrainState:
         """Fresh parameters, optimiser states and N freshly reset environments."""
@@ -106,11 +139,32 @@ class Shac:
             env_steps=jnp.zeros((), jnp.int32),
             actor_skipped=jnp.zeros((), jnp.int32),
             critic_skipped=jnp.zeros((), jnp.int32),
+            algo_state=self.init_algo_state(),
         )
 
     def policy(self, actor_params: Params) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
         """Normalised obs [N, obs_dim] -> (mean, log_std) under `actor_params`."""
         return partial(self.actor.apply, actor_params)
+
+    def critic_values(self, critic_params: Params, obs: jax.Array) -> jax.Array:
+        """Normalised obs float32 [..., obs_dim] -> every critic's values, float32 [num_critics, ...]."""
+        values = self.critic.apply(critic_params, obs)
+        return values[None] if self.config.num_critics == 1 else values
+
+    def value(self, critic_params: Params, obs: jax.Array) -> jax.Array:
+        """Normalised obs float32 [..., obs_dim] -> one value per obs, float32 [...] (critics combined)."""
+        values = self.critic_values(critic_params, obs)
+        return values.min(axis=0) if self.config.critic_combine == "min" else values.mean(axis=0)
+
+    def active_horizon(self, state: TrainState) -> jax.Array | None:
+        """int32 [] steps of this epoch's window, or None for all `horizon` (SHAC)."""
+        del state
+        return None
+
+    def rewards(self, window: Window, state: TrainState) -> jax.Array:
+        """float32 [h, N] the rewards the actor maximises and the critic predicts: the env's, in SHAC."""
+        del state
+        return window.rewards
 
     def actor_objective(
         self, actor_params: Params, state: TrainState, reset_states: State, key: jax.Array
@@ -119,54 +173,68 @@ class Shac:
         env_state, window = rollout(
             self.env,
             self.policy(actor_params),
-            partial(self.critic.apply, state.target_critic_params),
+            partial(self.value, state.target_critic_params),
             jax.lax.stop_gradient(state.normalizer),
             jax.lax.stop_gradient(state.env_state),
             reset_states,
             key,
             self.config.horizon,
             self.config.remat_every,
+            self.active_horizon(state),
         )
-        loss = losses.actor_loss(window.rewards, window.next_values, window.dones, self.config.gamma)
+        loss = losses.actor_loss(
+            self.rewards(window, state), window.next_values, window.dones, self.config.gamma, window.active
+        )
         if self.config.action_mean_penalty > 0:
             mean, _ = self.policy(actor_params)(jax.lax.stop_gradient(window.obs))
-            loss = loss + self.config.action_mean_penalty * jnp.mean(mean**2)
+            active = jax.lax.stop_gradient(window.active)[..., None]
+            loss = loss + self.config.action_mean_penalty * jnp.sum(active * mean**2) / (
+                jnp.maximum(jnp.sum(active), 1.0) * mean.shape[-1]
+            )
         return loss, (env_state, window)
 
-    def saturation(self, actor_params: Params, obs: jax.Array) -> jax.Array:
+    def saturation(self, actor_params: Params, obs: jax.Array, active: jax.Array | None = None) -> jax.Array:
         """float32 []: the fraction of action components whose mean squashes past 0.95 on `obs`
-        (normalised, [..., obs_dim]): where tanh passes almost no gradient (its slope < 0.1)."""
+        (normalised, [..., obs_dim]; only where `active` [...] is 1, if given): where tanh passes
+        almost no gradient (its slope < 0.1)."""
         mean, _ = self.policy(actor_params)(obs)
-        return jnp.mean(jnp.abs(jnp.tanh(mean)) > 0.95)
+        saturated = jnp.mean(jnp.abs(jnp.tanh(mean)) > 0.95, axis=-1)
+        if active is None:
+            return jnp.mean(saturated)
+        return jnp.sum(active * saturated) / jnp.maximum(jnp.sum(active), 1.0)
 
-    def critic_targets(self, window: Window) -> jax.Array:
-        """float32 [h, N] value targets of the window."""
+    def critic_targets(self, window: Window, state: TrainState) -> jax.Array:
+        """float32 [h, N] value targets of the window (meaningless where `window.active` is 0)."""
+        rewards = jax.lax.stop_gradient(self.rewards(window, state))
         if self.config.critic_target == "one_step":
-            return losses.one_step_targets(window.rewards, window.next_values, self.config.gamma)
+            return losses.one_step_targets(rewards, window.next_values, self.config.gamma)
         return losses.td_lambda_targets(
-            window.rewards, window.next_values, window.dones, self.config.gamma, self.config.lam
+            rewards, window.next_values, window.dones, self.config.gamma, self.config.lam, window.active
         )
 
-    def fit_critic(
-        self, params: Params, opt_state: optax.OptState, obs: jax.Array, targets: jax.Array, key: jax.Array
-    ) -> tuple[Params, optax.OptState, Metrics]:
-        """Minibatch regression of the critic onto `targets`.
+    def critic_pass(
+        self,
+        carry: tuple[Params, optax.OptState],
+        key: jax.Array,
+        obs: jax.Array,
+        targets: jax.Array,
+        weights: jax.Array,
+    ) -> tuple[tuple[Params, optax.OptState], tuple[jax.Array, jax.Array]]:
+        """One shuffled pass over the samples in `critic_minibatches` minibatches.
 
         Args:
-            obs: float32 [M, obs_dim] normalised observations, M = N * h.
-            targets: float32 [M].
+            carry: (critic parameters, optimiser state).
+            obs: float32 [M, obs_dim]; targets, weights: float32 [M] (weight 0: not a sample).
 
         Returns:
-            New parameters and optimiser state; `loss` (mean of the last pass)
-            and `skipped` (minibatch updates with non-finite gradients).
+            The new carry; the pass's mean loss and its minibatch updates skipped for non-finite gradients.
         """
-        num_minibatches = self.config.critic_minibatches
 
         def minibatch(carry, indices):
             params, opt_state = carry
 
             def loss_fn(p):
-                return losses.critic_loss(self.critic.apply(p, obs[indices]), targets[indices])
+                return losses.critic_loss(self.critic_values(p, obs[indices]), targets[indices], weights[indices])
 
             loss, grads = jax.value_and_grad(loss_fn)(params)
             updates, new_opt_state = self.critic_optimizer.update(grads, opt_state, params)
@@ -176,14 +244,50 @@ class Shac:
             )
             return (params, opt_state), (loss, ~finite)
 
+        order = jax.random.permutation(key, targets.shape[0]).reshape(self.config.critic_minibatches, -1)
+        carry, (batch_losses, skipped) = jax.lax.scan(minibatch, carry, order)
+        return carry, (batch_losses.mean(), skipped.sum())
+
+    def fit_critic(
+        self,
+        params: Params,
+        opt_state: optax.OptState,
+        obs: jax.Array,
+        targets: jax.Array,
+        weights: jax.Array,
+        key: jax.Array,
+        epoch: jax.Array,
+    ) -> tuple[Params, optax.OptState, Metrics]:
+        """Minibatch regression of the critic onto `targets`: `critic_iterations` passes.
+
+        Args:
+            obs: float32 [M, obs_dim] normalised observations, M = N * h.
+            targets, weights: float32 [M] (see `critic_pass`).
+            epoch: int32 [] epochs completed before this one.
+
+        Returns:
+            New parameters and optimiser state; `loss` (mean of the last pass),
+            `skipped` (minibatch updates with non-finite gradients) and `iterations` (passes).
+        """
+        del epoch
+
         def iteration(carry, key):
-            order = jax.random.permutation(key, targets.shape[0]).reshape(num_minibatches, -1)
-            carry, (batch_losses, skipped) = jax.lax.scan(minibatch, carry, order)
-            return carry, (batch_losses.mean(), skipped.sum())
+            return self.critic_pass(carry, key, obs, targets, weights)
 
         keys = jax.random.split(key, self.config.critic_iterations)
         (params, opt_state), (pass_losses, skipped) = jax.lax.scan(iteration, (params, opt_state), keys)
-        return params, opt_state, {"loss": pass_losses[-1], "skipped": skipped.sum()}
+        iterations = jnp.asarray(self.config.critic_iterations, jnp.float32)
+        return params, opt_state, {"loss": pass_losses[-1], "skipped": skipped.sum(), "iterations": iterations}
+
+    def after_epoch(self, state: TrainState, window: Window) -> tuple[dict, Metrics]:
+        """The algorithm's own update after the actor and critic steps: new `algo_state` and metrics.
+
+        Args:
+            state: the state the epoch started from.
+            window: the epoch's window (no gradient).
+        """
+        del window
+        return state.algo_state, {}
 
     def epoch(self, state: TrainState) -> tuple[TrainState, Metrics]:
         """One SHAC epoch; pure, so `jax.jit(shac.epoch)` compiles it once."""
@@ -206,13 +310,15 @@ class Shac:
 
         # Critic: regress onto the window's targets, then move the target critic.
         window = jax.lax.stop_gradient(window)
-        targets = self.critic_targets(window)
+        targets = self.critic_targets(window, state)
         critic_params, critic_opt_state, critic_metrics = self.fit_critic(
             state.critic_params,
             state.critic_opt_state,
             window.obs.reshape(-1, window.obs.shape[-1]),
             targets.reshape(-1),
+            window.active.reshape(-1),
             critic_key,
+            state.epoch,
         )
         alpha = config.target_alpha
         target_critic_params = jax.tree.map(
@@ -221,9 +327,13 @@ class Shac:
             critic_params,
         )
 
-        normalizer = state.normalizer.update(window.raw_obs) if config.normalize_obs else state.normalizer
-        episodes, episode_metrics = state.episodes.update(window.rewards, window.dones)
+        algo_state, algo_metrics = self.after_epoch(state, window)
+        normalizer = state.normalizer
+        if config.normalize_obs:
+            normalizer = normalizer.update(window.raw_obs, window.active)
+        episodes, episode_metrics = state.episodes.update(window.rewards, window.dones, window.active)
         critic_skipped = critic_metrics["skipped"].astype(jnp.int32)
+        active_steps = window.active.sum()
         new_state = TrainState(
             actor_params=actor_params,
             critic_params=critic_params,
@@ -235,9 +345,10 @@ class Shac:
             episodes=episodes,
             key=key,
             epoch=state.epoch + 1,
-            env_steps=state.env_steps + config.num_envs * config.horizon,
+            env_steps=state.env_steps + active_steps.astype(jnp.int32),
             actor_skipped=state.actor_skipped + (~actor_finite).astype(jnp.int32),
             critic_skipped=state.critic_skipped + critic_skipped,
+            algo_state=algo_state,
         )
         _, log_std = self.policy(actor_params)(jnp.zeros((self.env.observation_size,)))
         metrics = {
@@ -247,12 +358,13 @@ class Shac:
             "actor/skipped": (~actor_finite).astype(jnp.float32),
             "actor/lr": self.actor_lr(state.epoch),
             "actor/std": jnp.exp(log_std).mean(),
-            "actor/saturation": self.saturation(state.actor_params, window.obs),
+            "actor/saturation": self.saturation(state.actor_params, window.obs, window.active),
             "critic/loss": critic_metrics["loss"],
             "critic/skipped": critic_metrics["skipped"].astype(jnp.float32),
-            "critic/lr": self.critic_lr(state.epoch * config.critic_iterations * config.critic_minibatches),
-            "critic/target_mean": targets.mean(),
-            "train/reward": window.rewards.mean(),
+            "critic/lr": self.critic_learning_rate(state.epoch),
+            "critic/iterations": critic_metrics["iterations"],
+            "critic/target_mean": (targets * window.active).sum() / active_steps,
+            "train/reward": window.rewards.sum() / active_steps,
             "train/episodes": episode_metrics["episodes"],
             "train/episode_return": episode_metrics["episode_return"],
             "train/episode_length": episode_metrics["episode_length"],
@@ -261,7 +373,8 @@ class Shac:
             "resets/nonfinite": window.nonfinite.sum(),
             "resets/too_fast": window.too_fast.sum(),
             "resets/nonfinite_envs": window.nonfinite.max(axis=0).sum(),
-            **{f"reward/{name}": value.mean() for name, value in window.metrics.items()},
+            **{f"reward/{name}": value.sum() / active_steps for name, value in window.metrics.items()},
+            **algo_metrics,
         }
         return new_state, metrics
 

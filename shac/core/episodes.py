@@ -23,8 +23,13 @@ class EpisodeStats:
     def create(cls, num_envs: int) -> EpisodeStats:
         return cls(returns=jnp.zeros(num_envs), lengths=jnp.zeros(num_envs))
 
-    def update(self, rewards: jax.Array, dones: jax.Array) -> tuple[EpisodeStats, dict[str, jax.Array]]:
+    def update(
+        self, rewards: jax.Array, dones: jax.Array, active: jax.Array | None = None
+    ) -> tuple[EpisodeStats, dict[str, jax.Array]]:
         """Adds a window of rewards and dones, both float32 [h, N].
+
+        `active` (float32 [h, N], default all ones) marks the steps that were
+        simulated; the others add nothing (an adaptive window shorter than h).
 
         Returns:
             The new totals and, over the episodes that finished in the window,
@@ -34,8 +39,8 @@ class EpisodeStats:
 
         def step(carry, inputs):
             returns, lengths, count, return_sum, length_sum = carry
-            reward, done = inputs
-            returns, lengths = returns + reward, lengths + 1.0
+            reward, done, step = inputs
+            returns, lengths = returns + reward, lengths + step
             count = count + jnp.sum(done)
             return_sum = return_sum + jnp.sum(done * returns)
             length_sum = length_sum + jnp.sum(done * lengths)
@@ -43,7 +48,9 @@ class EpisodeStats:
 
         zero = jnp.zeros(())
         (returns, lengths, count, return_sum, length_sum), _ = jax.lax.scan(
-            step, (self.returns, self.lengths, zero, zero, zero), (rewards, dones)
+            step,
+            (self.returns, self.lengths, zero, zero, zero),
+            (rewards, dones, jnp.ones_like(rewards) if active is None else active),
         )
 
         def mean(total: jax.Array) -> jax.Array:

@@ -30,12 +30,24 @@ class RunningStatistics:
         # types it was given, or the jitted epoch compiles a second time at epoch 2.
         return cls(count=jnp.array(1e-4, jnp.float32), mean=jnp.zeros(obs_dim), var=jnp.ones(obs_dim))
 
-    def update(self, batch: jax.Array) -> RunningStatistics:
-        """Merges a batch float32 [..., obs_dim] (Chan et al.'s parallel update)."""
+    def update(self, batch: jax.Array, weights: jax.Array | None = None) -> RunningStatistics:
+        """Merges a batch float32 [..., obs_dim] (Chan et al.'s parallel update).
+
+        Args:
+            batch: float32 [..., obs_dim].
+            weights: optional float32 [...] of 0.0 or 1.0: only observations of
+                weight 1 count (the steps an adaptive window simulated).
+        """
         batch = batch.reshape(-1, batch.shape[-1])
-        n = jnp.asarray(batch.shape[0], jnp.float32)
-        batch_mean = batch.mean(axis=0)
-        batch_var = batch.var(axis=0)
+        if weights is None:
+            n = jnp.asarray(batch.shape[0], jnp.float32)
+            batch_mean = batch.mean(axis=0)
+            batch_var = batch.var(axis=0)
+        else:
+            weights = weights.reshape(-1, 1)
+            n = jnp.maximum(weights.sum(), 1.0)
+            batch_mean = (weights * batch).sum(axis=0) / n
+            batch_var = (weights * (batch - batch_mean) ** 2).sum(axis=0) / n
         total = self.count + n
         delta = batch_mean - self.mean
         mean = self.mean + delta * n / total

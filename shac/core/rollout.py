@@ -7,6 +7,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 from flax import struct
+from mujoco import mjx
 
 from envs import MjxEnv, State
 from shac.core.networks import sample_action
@@ -34,6 +35,11 @@ class Window:
         too_fast: float32 [h, N] 1.0 where the velocities passed the bound (finite
             but exploding physics, handled as non-finite).
         metrics: the env's per-step metrics (its reward terms), each float32 [h, N].
+        log_probs: float32 [h, N] log-density of each sampled (squashed) action
+            under the policy; differentiable in the policy's parameters.
+        stiffness: float32 [h, N] `contact_stiffness` of the state reached (no gradient).
+        active: float32 [h, N] 1.0 for the steps simulated; 0.0 for the steps
+            after an adaptive window's end (all other fields are 0 there).
     """
 
     obs: jax.Array
@@ -46,6 +52,34 @@ class Window:
     nonfinite: jax.Array
     too_fast: jax.Array
     metrics: dict[str, jax.Array]
+    log_probs: jax.Array
+    stiffness: jax.Array
+    active: jax.Array
+
+
+def contact_stiffness(data: mjx.Data) -> jax.Array:
+    """AHAC's stiffness signal of one simulator state: |constraint force| / |acceleration|.
+
+    `qfrc_constraint` is the force every active constraint (contacts, joint
+    limits, equalities) applies, in generalised coordinates (J^T efc_force);
+    `qacc` the generalised acceleration it produced. Their ratio, an effective
+    mass, is large when big contact forces hold a body nearly still: a stiff
+    contact, where the step's Jacobian is large and gradients through it grow.
+    0 where the acceleration is 0 (nothing moves, or no constraint is active),
+    and for a simulator state that is not an `mjx.Data` (pure-JAX test envs).
+
+    Args:
+        data: one environment's `mjx.Data` (batch it with vmap).
+
+    Returns:
+        float32 [] (no gradient).
+    """
+    if not isinstance(data, mjx.Data):
+        return jnp.zeros(())
+    data = jax.lax.stop_gradient(data)
+    force = jnp.linalg.norm(data.qfrc_constraint)
+    acceleration = jnp.linalg.norm(data.qacc)
+    return jnp.where(acceleration > 0, force / jnp.where(acceleration > 0, acceleration, 1.0), 0.0)
 
 
 def tree_where(mask: jax.Array, on_true, on_false):
@@ -67,6 +101,7 @@ def rollout(
     key: jax.Array,
     horizon: int,
     remat_every: int = 0,
+    active_horizon: jax.Array | None = None,
 ) -> tuple[State, Window]:
     """Runs `horizon` steps of the batched env under the stochastic policy.
 
@@ -89,6 +124,10 @@ def rollout(
             each segment's start, recomputing the segment's forward steps
             (`jax.checkpoint`): memory ~ (h / k) states + k steps of
             intermediates instead of h steps, at the cost of recomputing them.
+        active_horizon: None, or int32 [] in [1, horizon]: only the first
+            `active_horizon` steps are simulated (a conditional skips the rest,
+            forward and backward, so one compiled window serves every shorter
+            horizon); the window reports them in `Window.active`.
 
     Returns:
         The batched state after the window (resets applied) and the `Window`.
@@ -96,10 +135,10 @@ def rollout(
     step_env = jax.vmap(env.step)
     too_fast_env = jax.vmap(env.too_fast)
 
-    def step(state: State, step_key: jax.Array) -> tuple[State, Window]:
+    def simulate(state: State, step_key: jax.Array) -> tuple[State, Window]:
         obs = normalizer.normalize(state.obs)
         mean, log_std = policy(obs)
-        action = sample_action(mean, log_std, step_key)
+        action, log_prob = sample_action(mean, log_std, step_key)
         next_state = step_env(state, action)
 
         too_fast = too_fast_env(next_state)
@@ -120,19 +159,33 @@ def rollout(
             nonfinite=nonfinite.astype(jnp.float32),
             too_fast=too_fast.astype(jnp.float32),
             metrics=next_state.metrics,
+            log_probs=log_prob,
+            stiffness=jnp.where(nonfinite, 0.0, jax.vmap(contact_stiffness)(next_state.pipeline_state)),
+            active=jnp.ones_like(next_state.reward),
         )
         return tree_where(done, reset_states, next_state), record
 
-    keys = jax.random.split(key, horizon)
+    def skip(state: State, step_key: jax.Array) -> tuple[State, Window]:
+        record = jax.eval_shape(simulate, state, step_key)[1]
+        return state, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), record)
+
+    def step(state: State, inputs: tuple[jax.Array, jax.Array]) -> tuple[State, Window]:
+        t, step_key = inputs
+        if active_horizon is None:
+            return simulate(state, step_key)
+        return jax.lax.cond(t < active_horizon, simulate, skip, state, step_key)
+
+    inputs = (jnp.arange(horizon), jax.random.split(key, horizon))
     if not remat_every:
-        return jax.lax.scan(step, env_state, keys)
+        return jax.lax.scan(step, env_state, inputs)
     segments = horizon // remat_every
 
     @jax.checkpoint
-    def segment(state: State, segment_keys: jax.Array) -> tuple[State, Window]:
-        return jax.lax.scan(step, state, segment_keys)
+    def segment(state: State, segment_inputs) -> tuple[State, Window]:
+        return jax.lax.scan(step, state, segment_inputs)
 
-    env_state, window = jax.lax.scan(segment, env_state, keys.reshape(segments, remat_every, *keys.shape[1:]))
+    segment_inputs = jax.tree.map(lambda x: x.reshape(segments, remat_every, *x.shape[1:]), inputs)
+    env_state, window = jax.lax.scan(segment, env_state, segment_inputs)
     return env_state, jax.tree.map(lambda x: x.reshape(horizon, *x.shape[2:]), window)
 
 

@@ -12,7 +12,7 @@ from flax import serialization
 
 from envs import MjxEnv
 from shac.config import ConfigError, TrainConfig, make_env, to_train_config
-from shac.core.algorithm import Shac
+from shac.core.algorithms import make_algorithm
 from shac.core.networks import Actor
 from shac.core.normalizer import RunningStatistics
 from shac.run.checkpoint import Checkpointer
@@ -113,7 +113,7 @@ def load_run_policy(run_dir: Path, checkpoint: int | None = None) -> RunPolicy:
     """
     config = load_config(run_dir)
     env = make_env(config.env, config.randomization, config.smoothing)
-    shac = Shac(config.algo, env)
+    shac = make_algorithm(config.algo, env)
     abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
     policy_file = run_dir / POLICY_FILE
     if checkpoint is None and policy_file.is_file():

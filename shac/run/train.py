@@ -1,4 +1,4 @@
-"""The training loop: the jitted SHAC epoch, with logging, evaluation, videos and checkpoints around it."""
+"""The training loop: the jitted epoch (SHAC, AHAC or SAPO), with logging, evaluation, videos and checkpoints."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from jax.experimental import multihost_utils
 
 from shac.config import ConfigError, TrainConfig, make_env
 from shac.core.algorithm import Shac, TrainState
+from shac.core.algorithms import make_algorithm
 from shac.run import parallel
 from shac.run.checkpoint import Checkpointer
 from shac.run.evaluate import evaluate, run_episode, summarize
@@ -122,7 +123,7 @@ class _StopSignals:
 
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[TrainState, dict]:
-    """Trains SHAC as `config` says, writing everything into `run_dir`.
+    """Trains `config.algo.name` (SHAC, AHAC or SAPO) as `config` says, writing everything into `run_dir`.
 
     Writes `config.json`, `metrics.jsonl` (one record per logged epoch, with
     `eval/*` entries after each evaluation), checkpoints (see
@@ -168,7 +169,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False) -> tuple[Tra
 def _train(config: TrainConfig, run_dir: Path, resume: bool) -> tuple[TrainState, dict]:
     """`train` once the run directory is ours."""
     env = make_env(config.env, config.randomization, config.smoothing)
-    shac = Shac(config.algo, env)
+    shac = make_algorithm(config.algo, env)
     mesh = parallel.make_mesh(config.algo.num_envs)
     key, eval_key = _seed_keys(config.seed, mesh)
     max_epochs = config.algo.max_epochs

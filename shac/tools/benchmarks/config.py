@@ -15,7 +15,7 @@ from shac.config import ConfigError, TrainConfig
 from shac.run.hydra_config import schema
 
 SUITES = ("learning", "throughput")
-METHODS = ("shac", "apg", "ppo")
+METHODS = ("shac", "ahac", "sapo", "apg", "ppo")
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,9 @@ class BenchmarkConfig(TrainConfig):
     """learning: training wall-clock of each method and seed (compile and evaluation excluded)."""
     seeds: int = 1
     """learning: seeds per method (0 .. seeds-1, offset by `seed`)."""
-    methods: tuple[str, ...] = METHODS
-    """learning: which of shac, apg, ppo to train."""
+    methods: tuple[str, ...] = ("shac", "apg", "ppo")
+    """learning: which of shac, ahac, sapo, apg, ppo to train (ahac and sapo with configs/algo/<name>.yaml
+    on top of the env's settings, and the command line's algo.* overrides)."""
     shac_eval_every_steps: int = 65_536
     """learning: SHAC's environment steps between evaluations (rounded up to whole epochs)."""
     eval_episodes: int = 16

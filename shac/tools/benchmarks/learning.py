@@ -1,4 +1,4 @@
-"""SHAC, brax APG and brax PPO trained on one environment under the same wall-clock budget.
+"""SHAC (and AHAC, SAPO), brax APG and brax PPO trained on one environment under the same wall-clock budget.
 
 Each method is evaluated at regular intervals with the same deterministic
 evaluation (`shac.run.evaluate.evaluate_policy`: the squashed mean action, full
@@ -28,7 +28,7 @@ from brax.training.agents.ppo import train as ppo_train
 from envs import MjxEnv
 from envs.private_apis import brax_apg_evaluations
 from shac.config import AlgoConfig
-from shac.core.algorithm import Shac
+from shac.core.algorithms import make_algorithm
 from shac.core.networks import act
 from shac.run.evaluate import evaluate_policy
 from shac.tools.benchmarks.clock import BudgetClock, BudgetSpent
@@ -43,8 +43,8 @@ class Record:
     """One evaluation of one method's run.
 
     Attributes:
-        method: shac, apg or ppo.
-        config: the name of the method's configuration (configs/peers/<env>.yaml; shac: "paper").
+        method: shac, ahac, sapo, apg or ppo.
+        config: the name of the method's configuration (configs/peers/<env>.yaml; shac, ahac, sapo: "paper").
         seed: the run's seed.
         env_steps: environment steps trained on so far.
         wall_time_s: training seconds so far (compilation and evaluation excluded).
@@ -161,15 +161,16 @@ def retime(run: dict) -> dict:
 def train_shac(
     env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float, episodes: int, eval_every_steps: int
 ) -> RunResult:
-    """SHAC (`shac.core.algorithm`) with `config`, evaluated every `eval_every_steps` (whole epochs)."""
-    shac = Shac(config, env)
+    """SHAC, or the successor `config.name` names, with `config`, evaluated every `eval_every_steps`
+    (whole epochs; AHAC's shorter windows count the steps they simulate)."""
+    shac = make_algorithm(config, env)
 
     def make_policy(params):
         actor_params, normalizer = params
 
         return functools.partial(act, shac.actor, actor_params, normalizer)
 
-    recorder = Recorder(env, "shac", "paper", seed, budget_s, episodes, make_policy)
+    recorder = Recorder(env, config.name, "paper", seed, budget_s, episodes, make_policy)
     epochs_per_eval = -(-eval_every_steps // (config.num_envs * config.horizon))
     state = jax.jit(shac.init)(jax.random.key(seed))
     epoch = jax.jit(shac.epoch)
