@@ -1,13 +1,18 @@
-"""Registered MJX environments: `envs.make(name, **overrides)`.
+"""MJX environments by name: `envs.make(name, **options)`.
 
 The lowest layer: the environment contract (`base.py`), one file per task, what the
 locomotion tasks share (`locomotion.py`), the physics helpers (`physics/`) and every use
-of another library's private API (`private_apis.py`). A new task goes here as a module
-(and an entry in `_REGISTRY`). Modules here may import JAX, MuJoCo, MJX and brax's `Env`
+of another library's private API (`private_apis.py`). A new task of this repository goes
+here as a module and an entry in `_REGISTRY`; a task in another package needs no change
+here (see `resolve`). Modules here may import JAX, MuJoCo, MJX and brax's `Env`
 interface, never `shac` or `launch`.
 """
 
 from __future__ import annotations
+
+import importlib
+import inspect
+from importlib.metadata import entry_points
 
 from envs.ant import Ant
 from envs.base import MjxEnv, NotDifferentiableError, State, check_differentiable
@@ -16,6 +21,9 @@ from envs.half_cheetah import HalfCheetah
 from envs.hopper import Hopper
 from envs.humanoid import Humanoid
 from envs.pendulum_swingup import PendulumSwingUp
+
+ENTRY_POINT_GROUP = "shac.envs"
+"""Python entry-point group through which installed packages add environments by name."""
 
 _REGISTRY: dict[str, type[MjxEnv]] = {
     "ant": Ant,
@@ -28,34 +36,85 @@ _REGISTRY: dict[str, type[MjxEnv]] = {
 
 
 def names() -> list[str]:
-    """The registered environment names, sorted."""
-    return sorted(_REGISTRY)
+    """The environment names `make` accepts besides `package.module:Class`, sorted: the
+    registered ones and those of installed packages' `shac.envs` entry points."""
+    return sorted({*_REGISTRY, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
 
 
-def make(name: str, **overrides) -> MjxEnv:
-    """Builds the environment registered as `name`.
+def resolve(name: str) -> type:
+    """The environment class `name` stands for.
 
     Args:
-        name: a registered name (see `names()`).
-        **overrides: constructor arguments of that environment, e.g.
-            `episode_length=100`.
+        name: a registered name (`cartpole_swingup`), the name of an entry point in
+            the `shac.envs` group of an installed package, or `package.module:Class`
+            (importable from the working directory or the environment).
 
     Raises:
-        ValueError: unknown name or override.
+        ValueError: naming what was not found and the names available.
     """
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown env '{name}'; available: {', '.join(names())}")
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if ":" in name:
+        module_name, _, class_name = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise ValueError(f"env '{name}': cannot import module '{module_name}' ({e})") from None
+        if not isinstance(getattr(module, class_name, None), type):
+            raise ValueError(f"env '{name}': module '{module_name}' has no class '{class_name}'")
+        return getattr(module, class_name)
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        return entry_point.load()
+    raise ValueError(f"unknown env '{name}'; available: {', '.join(names())}, or package.module:Class")
+
+
+def declared_episode_length(name: str) -> int | None:
+    """The default `episode_length` of the constructor of the class `name` stands for, without building it.
+
+    None when the constructor declares no default episode length.
+    """
+    parameter = inspect.signature(resolve(name)).parameters.get("episode_length")
+    if parameter is None or not isinstance(parameter.default, int):
+        return None
+    return parameter.default
+
+
+def make(name: str, **options) -> MjxEnv:
+    """Builds the environment `name` stands for (see `resolve`).
+
+    Args:
+        name: a registered name, an entry point's name or `package.module:Class`.
+        **options: constructor arguments of that environment, e.g.
+            `episode_length=100`, `smoothing=Smoothing(mode="soft")`,
+            `randomization={"joint:hinge:damping": (0.02, 0.08)}`,
+            `unroll_substeps=True` (see `MjxEnv`).
+
+    Raises:
+        ValueError: unknown name or option.
+    """
+    env_class = resolve(name)
     try:
-        return _REGISTRY[name](**overrides)
+        return env_class(**options)
     except TypeError as e:
-        raise ValueError(f"bad overrides {overrides} for env '{name}': {e}") from None
+        raise ValueError(f"bad options {options} for env '{name}': {e}") from None
 
 
 def register(name: str, env_class: type[MjxEnv]) -> None:
-    """Adds `env_class` to the registry under `name` (for user environments)."""
+    """Adds `env_class` to the registry under `name` (for environments defined in a running program)."""
     if name in _REGISTRY:
         raise ValueError(f"env '{name}' is already registered")
     _REGISTRY[name] = env_class
 
 
-__all__ = ["MjxEnv", "NotDifferentiableError", "State", "check_differentiable", "make", "names", "register"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MjxEnv",
+    "NotDifferentiableError",
+    "State",
+    "check_differentiable",
+    "declared_episode_length",
+    "make",
+    "names",
+    "register",
+    "resolve",
+]

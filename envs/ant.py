@@ -30,8 +30,8 @@ class Ant(MjxEnv):
 
     termination_height = 0.27
 
-    def __init__(self, episode_length: int = 1000, ctrl_dt: float = 1 / 60, **model_options):
-        super().__init__("ant.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **model_options)
+    def __init__(self, episode_length: int = 1000, ctrl_dt: float = 1 / 60, **options):
+        super().__init__("ant.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **options)
         self._home_qpos = jnp.asarray(self.mj_model.key("home").qpos)
 
     def initial_data(self, rng: jax.Array) -> mjx.Data:

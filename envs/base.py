@@ -86,16 +86,20 @@ class MjxEnv(BraxEnv, abc.ABC):
     """Base class of all environments: MJX physics with a fixed control period.
 
     Subclasses implement `initial_data`, `observation`, `reward` and, if the
-    task can fail early, `terminated`.
+    task can fail early, `terminated`, and pass their constructor's other
+    keyword arguments (`**options`) on to this one. An environment is built once
+    with everything that changes its physics and is not changed afterwards.
 
     Attributes:
         max_velocity: bound on every entry of `qvel` (rad/s or m/s); a state
             past it is exploding physics, which training resets like a
             non-finite one (`too_fast`). Far above what any task's actuators
-            produce; a task class may set its own, `env.max_velocity=` overrides it.
+            produce; a task class may set its own, and the `max_velocity`
+            argument overrides it for one environment.
 
     Args:
-        xml: MJCF file name under `envs/assets/`.
+        xml: MJCF file name under `envs/assets/`, or the absolute path of one
+            (an environment in another package).
         ctrl_dt: control period in seconds; must be a multiple of the model's
             physics time step.
         episode_length: control steps per episode before time-limit truncation.
@@ -103,6 +107,20 @@ class MjxEnv(BraxEnv, abc.ABC):
             `ctrl_dt / substeps`); None keeps the MJCF's time step.
         physics: MJCF values changed before the model compiles,
             `element:name:attribute` -> value (see `envs.physics.model_options`).
+        smoothing: how contacts are simulated and differentiated (see
+            `envs.physics.smoothing`); with `state_grad_clip`, the gradient
+            flowing back through the state is clipped at every control step.
+        randomization: `element:name:attribute` -> (low, high) (see
+            `envs.physics.parameters`): these model parameters are sampled per
+            episode at reset, uniformly; the values travel in
+            `state.info["model_params"]` (float32 [P]) and every step simulates
+            with them, so gradients still flow through the physics. None or
+            empty: the nominal model. Raises ValueError for an unknown parameter
+            or a range that is not physically valid (`ModelParameter.check_range`).
+        unroll_substeps: unroll the substep loop (faster on the ant, slower on
+            the hopper: `EnvConfig.unroll_substeps`).
+        max_velocity: this environment's bound on `qvel` (see Attributes); None
+            keeps the class's.
     """
 
     max_velocity: float = 1000.0
@@ -115,6 +133,10 @@ class MjxEnv(BraxEnv, abc.ABC):
         episode_length: int,
         substeps: int | None = None,
         physics: Mapping[str, float] | None = None,
+        smoothing: Smoothing = Smoothing(),
+        randomization: Mapping[str, tuple[float, float]] | None = None,
+        unroll_substeps: bool = False,
+        max_velocity: float | None = None,
     ):
         spec = mujoco.MjSpec.from_file(str(ASSETS / xml))
         mj_model = compile_model(spec, physics or {}, substeps, ctrl_dt)
@@ -129,35 +151,17 @@ class MjxEnv(BraxEnv, abc.ABC):
         self.ctrl_dt = ctrl_dt
         self.n_substeps = n_substeps
         self.episode_length = episode_length
-        self.randomized: tuple[ModelParameter, ...] = ()
-        self.randomization_ranges = np.zeros((0, 2))
-        self.smoothing = Smoothing()
-        self.unroll_substeps = False
-        """Unroll the substep loop (faster on the ant, slower on the hopper: `EnvConfig.unroll_substeps`)."""
-
-    def smooth(self, smoothing: Smoothing) -> None:
-        """Simulates and differentiates contacts as `smoothing` says (see `envs.physics.smoothing`)."""
         self.smoothing = smoothing
-
-    def randomize(self, ranges: dict[str, tuple[float, float]]) -> None:
-        """Samples the named model parameters per episode at reset, uniformly in [low, high].
-
-        Args:
-            ranges: `element:name:attribute` -> (low, high), see `envs.physics.parameters`.
-
-        Raises:
-            ValueError: an unknown parameter, or a range that is not physically
-                valid (`ModelParameter.check_range`).
-
-        The sampled values travel in `state.info["model_params"]` (float32 [P]) and
-        every step simulates with them, so gradients still flow through the
-        physics. An empty dict turns randomisation off.
-        """
-        randomized = parse_all(list(ranges), self.mj_model)
-        for parameter in randomized:
-            parameter.check_range(*ranges[parameter.key], self.mj_model)
-        self.randomized = randomized
-        self.randomization_ranges = np.array([ranges[key] for key in ranges], np.float32).reshape(-1, 2)
+        self.unroll_substeps = unroll_substeps
+        if max_velocity is not None:
+            if not max_velocity > 0:
+                raise ValueError(f"max_velocity must be > 0, got {max_velocity}")
+            self.max_velocity = max_velocity
+        ranges = dict(randomization or {})
+        self.randomized: tuple[ModelParameter, ...] = parse_all(list(ranges), mj_model)
+        for parameter in self.randomized:
+            parameter.check_range(*ranges[parameter.key], mj_model)
+        self.randomization_ranges = np.array(list(ranges.values()), np.float32).reshape(-1, 2)
 
     def model(self, state: State) -> mjx.Model:
         """The MJX model that simulates `state`: the nominal one, with its sampled parameters if randomised."""

@@ -23,8 +23,8 @@ class HalfCheetah(MjxEnv):
     1000 control steps of 1/60 s.
     """
 
-    def __init__(self, episode_length: int = 1000, ctrl_dt: float = 1 / 60, **model_options):
-        super().__init__("half_cheetah.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **model_options)
+    def __init__(self, episode_length: int = 1000, ctrl_dt: float = 1 / 60, **options):
+        super().__init__("half_cheetah.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **options)
 
     def initial_data(self, rng: jax.Array) -> mjx.Data:
         pos_key, vel_key = jax.random.split(rng)

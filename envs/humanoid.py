@@ -34,8 +34,8 @@ class Humanoid(MjxEnv):
     termination_height = 0.74
     target_height = 0.84
 
-    def __init__(self, episode_length: int = 1000, ctrl_dt: float = 1 / 60, **model_options):
-        super().__init__("humanoid.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **model_options)
+    def __init__(self, episode_length: int = 1000, ctrl_dt: float = 1 / 60, **options):
+        super().__init__("humanoid.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **options)
 
     def initial_data(self, rng: jax.Array) -> mjx.Data:
         home = jnp.asarray(self.mj_model.qpos0)

@@ -13,8 +13,8 @@ import numpy as np
 from mujoco import mjx
 
 
-def rotate(quat: jax.Array, vec: jax.Array) -> jax.Array:
-    """float32 [3]: `vec` (float32 [3], body frame) in the world frame of unit `quat` [4]."""
+def rotate(vec: jax.Array, quat: jax.Array) -> jax.Array:
+    """float32 [3]: `vec` (float32 [3], body frame) in the world frame of unit `quat` [4] (MJX's argument order)."""
     w, u = quat[0], quat[1:]
     return vec + 2.0 * jnp.cross(u, jnp.cross(u, vec) + w * vec)
 
@@ -37,8 +37,8 @@ def up_and_heading(quat: jax.Array) -> tuple[jax.Array, jax.Array]:
         heading: float32 [] world x component of the body's x axis (1 facing the
             running direction +x; the target is infinitely far along +x).
     """
-    up = rotate(quat, jnp.array([0.0, 0.0, 1.0]))[2]
-    heading = rotate(quat, jnp.array([1.0, 0.0, 0.0]))[0]
+    up = rotate(jnp.array([0.0, 0.0, 1.0]), quat)[2]
+    heading = rotate(jnp.array([1.0, 0.0, 0.0]), quat)[0]
     return up, heading
 
 
@@ -134,7 +134,7 @@ def free_body_observation(data: mjx.Data, action: jax.Array, joint_velocity_scal
             data.qpos[2:3],
             quat,
             data.qvel[0:3],
-            rotate(quat, data.qvel[3:6]),
+            rotate(data.qvel[3:6], quat),
             data.qpos[7:],
             joint_velocity_scale * data.qvel[6:],
             up[None],

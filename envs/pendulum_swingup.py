@@ -21,8 +21,8 @@ class PendulumSwingUp(MjxEnv):
     No early termination; 100 control steps of 0.05 s.
     """
 
-    def __init__(self, episode_length: int = 100, ctrl_dt: float = 0.05, **model_options):
-        super().__init__("pendulum.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **model_options)
+    def __init__(self, episode_length: int = 100, ctrl_dt: float = 0.05, **options):
+        super().__init__("pendulum.xml", ctrl_dt=ctrl_dt, episode_length=episode_length, **options)
 
     def initial_data(self, rng: jax.Array) -> mjx.Data:
         pos_key, vel_key = jax.random.split(rng)

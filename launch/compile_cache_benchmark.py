@@ -19,8 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from launch import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 POLL_S = 0.05
@@ -71,10 +70,7 @@ def cache_size_mb(cache: Path) -> float:
 
 
 def main(argv: list[str]) -> None:
-    try:
-        args = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchmarkArgs), OmegaConf.from_dotlist(argv)))
-    except OmegaConfBaseException as e:
-        sys.exit(f"usage: python launch/compile_cache_benchmark.py [envs=[a,b]] [epochs=2]\nerror: {e}")
+    args = cli.parse(BenchmarkArgs, argv, "usage: python launch/compile_cache_benchmark.py [envs=[a,b]] [epochs=2]")
     import envs
 
     columns = ("cold first epoch", "warm first epoch", "cold exit", "warm exit", "cache")

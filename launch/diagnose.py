@@ -18,22 +18,19 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from launch.runtime import configure_runtime
-from shac.config import ConfigError, DiagnoseConfig
-from shac.run.hydra_config import register_configs, to_config
-
-register_configs()
+from launch.runtime import configure_runtime, headless_rendering
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="diagnose")
 def main(cfg: DictConfig) -> None:
+    from shac.config import ConfigError, DiagnoseConfig
+    from shac.run.hydra_config import to_config
+
     try:
         config = to_config(cfg, DiagnoseConfig)
     except ConfigError as e:
         sys.exit(f"config error: {e}")
     options = config.diagnose
-    if not options.horizons or min(options.horizons) < 1 or options.num_envs < 1 or options.seeds < 2:
-        sys.exit(f"config error: need horizons >= 1, num_envs >= 1 and seeds >= 2, got {options}")
     configure_runtime(precision=config.precision)
     import jax
 
@@ -63,9 +60,9 @@ def main(cfg: DictConfig) -> None:
     report["sweeps"] = {}
     for mode in modes:
         print(f"horizon sweep, smoothing={mode}: horizons {list(options.horizons)}", flush=True)
-        env.smooth(dataclasses.replace(config.smoothing, mode=mode))
+        smoothed = make_env(config.env, config.randomization, dataclasses.replace(config.smoothing, mode=mode))
         sweep = diagnostics.horizon_sweep(
-            env, shac.actor, actor_params, normalizer, options.horizons, options.num_envs, options.seeds, key
+            smoothed, shac.actor, actor_params, normalizer, options.horizons, options.num_envs, options.seeds, key
         )
         sweep["suggested_horizon"], sweep["reasoning"] = diagnostics.suggest_horizon(sweep)
         report["sweeps"][mode] = sweep
@@ -80,4 +77,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    headless_rendering()  # before anything imports mujoco (shac.config imports the envs)
+    from shac.run.hydra_config import register_configs
+
+    register_configs()
     main()

@@ -14,8 +14,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import MISSING
+
+from launch import cli
+from launch.runtime import configure_runtime
 
 
 @dataclass
@@ -46,10 +48,10 @@ class RecordArgs:
 
 
 def main(argv: list[str]) -> None:
-    try:
-        args = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RecordArgs), OmegaConf.from_dotlist(argv)))
-    except OmegaConfBaseException as e:
-        sys.exit(f"usage: python launch/record_trajectory.py env=<name> out=<file.npz> [true_params=[k=v,...]]\n{e}")
+    args = cli.parse(
+        RecordArgs, argv, "usage: python launch/record_trajectory.py env=<name> out=<file.npz> [true_params=[k=v,...]]"
+    )
+    configure_runtime()  # before anything imports mujoco
     import jax
     import numpy as np
 

@@ -22,8 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from launch import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PLATFORMS = {"cpu": "cpu", "gpu": "cuda"}
@@ -141,12 +140,7 @@ def plot(results: list[dict], title: str, path: Path) -> None:
 
 def main(argv: list[str]) -> None:
     worker = argv[:1] == ["measure"]
-    try:
-        args = OmegaConf.to_object(
-            OmegaConf.merge(OmegaConf.structured(ScalingArgs), OmegaConf.from_dotlist(argv[1:] if worker else argv))
-        )
-    except OmegaConfBaseException as e:
-        sys.exit(f"usage: {__doc__.strip().splitlines()[2].strip()} ...\nerror: {e}")
+    args = cli.parse(ScalingArgs, argv[1:] if worker else argv, f"usage: {__doc__.strip().splitlines()[2].strip()} ...")
     if args.platform not in PLATFORMS:
         sys.exit(f"unknown platform '{args.platform}'; available: {', '.join(PLATFORMS)}")
     if worker:

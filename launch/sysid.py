@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import MISSING, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import MISSING
+
+from launch import cli
 
 METHODS = ("autodiff", "finite_difference")
 NOT_CONVERGED_STATUS = 3
@@ -57,12 +58,9 @@ class SysidArgs:
 
 
 def parse(argv: list[str]) -> SysidArgs:
-    try:
-        args = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SysidArgs), OmegaConf.from_dotlist(argv)))
-    except OmegaConfBaseException as e:
-        sys.exit(
-            f"usage: python launch/sysid.py data=<file> env=<name> params=[element:name:attribute,...]\nerror: {e}"
-        )
+    args = cli.parse(
+        SysidArgs, argv, "usage: python launch/sysid.py data=<file> env=<name> params=[element:name:attribute,...]"
+    )
     if not args.params:
         sys.exit("params must name at least one parameter, e.g. params=[joint:hinge:damping]")
     if args.method not in METHODS:

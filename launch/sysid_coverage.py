@@ -17,8 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from launch import cli
 
 
 @dataclass
@@ -49,10 +48,9 @@ class CoverageArgs:
 
 
 def main(argv: list[str]) -> None:
-    try:
-        args = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(CoverageArgs), OmegaConf.from_dotlist(argv)))
-    except OmegaConfBaseException as e:
-        sys.exit(f"usage: python launch/sysid_coverage.py [datasets=50] [true_params=[k=v,...]] ...\nerror: {e}")
+    args = cli.parse(
+        CoverageArgs, argv, "usage: python launch/sysid_coverage.py [datasets=50] [true_params=[k=v,...]] ..."
+    )
     from launch.runtime import configure_runtime
 
     configure_runtime()

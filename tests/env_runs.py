@@ -19,7 +19,7 @@ from flax import struct
 import envs
 from envs import MjxEnv, State
 from envs.physics.smoothing import Smoothing
-from shac.core.rollout import tree_where
+from shac.core.rollout import tree_where, window_rewards
 
 N_ENVS = 2
 ROLLOUT_STEPS = 1000
@@ -48,9 +48,7 @@ class Trace:
 
 @functools.cache
 def make(name: str, smoothing: str = "none") -> MjxEnv:
-    env = envs.make(name)
-    env.smooth(Smoothing(mode=smoothing))
-    return env
+    return envs.make(name, smoothing=Smoothing(mode=smoothing))
 
 
 @functools.cache
@@ -110,10 +108,6 @@ def return_gradient(name: str, smoothing: str = "none") -> Callable[[jax.Array, 
     env = make(name, smoothing)
 
     def total_return(actions: jax.Array, start: State) -> jax.Array:
-        def step(state: State, action: jax.Array) -> tuple[State, jax.Array]:
-            state = jax.vmap(env.step)(state, action)
-            return state, state.reward
-
-        return jax.lax.scan(step, start, actions)[1].sum()
+        return window_rewards(jax.vmap(env.step), start, actions).sum()
 
     return jax.jit(jax.grad(total_return))

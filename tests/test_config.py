@@ -1,6 +1,7 @@
 """Hydra composition of every config, overrides, and one-line errors for bad values."""
 
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,10 +81,7 @@ def test_command_line_overrides_win_over_env_defaults():
         ("algo.horizon=300", r"algo.horizon=300 is longer than the episode of 'cartpole_swingup' \(240 steps\)"),
         ("logger.mode=cloud", "unknown logger.mode 'cloud'; available: offline, online, disabled"),
         ("algo.critic_minibatches=3", "algo.critic_minibatches=3 must divide num_envs \\* horizon = 2048"),
-        (
-            "algo.checkpoint_every=5",
-            r"algo.checkpoint_every=5 must be 0 \(off\) or divide algo.horizon=32",
-        ),
+        ("algo.remat_every=5", r"algo.remat_every=5 must be 0 \(off\) or divide algo.horizon=32"),
         ("checkpoint.every=-1", "checkpoint.every must be >= 0, got -1"),
         ("checkpoint.max_to_keep=0", "checkpoint.max_to_keep must be > 0, got 0"),
         ("logger.video_every=-5", "logger.video_every must be >= 0, got -5"),
@@ -208,6 +206,21 @@ def test_resume_overrides_change_values_by_key():
 def test_bad_resume_overrides_fail_with_a_message(override, message):
     with pytest.raises(ConfigError, match=message):
         apply_overrides(TrainConfig(), [override])
+
+
+def test_every_way_of_building_a_config_is_checked():
+    with pytest.raises(ConfigError, match=re.escape("algo.horizon must be > 0, got 0")):
+        AlgoConfig(horizon=0)
+    with pytest.raises(ConfigError, match=re.escape("unknown logger.mode 'cloud'")):
+        dataclasses.replace(TrainConfig().logger, mode="cloud")
+    with pytest.raises(ConfigError, match=re.escape("unknown precision 'float16'")):
+        to_train_config({"precision": "float16"})
+
+
+def test_the_old_name_of_remat_every_still_works_with_a_warning():
+    with pytest.warns(FutureWarning, match="algo.checkpoint_every is deprecated: it is algo.remat_every"):
+        config = load("algo.checkpoint_every=8")
+    assert (config.algo.remat_every, config.algo.checkpoint_every) == (8, None)
 
 
 def test_the_velocity_bound_defaults_per_env_class_and_is_overridden_by_config():

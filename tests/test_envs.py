@@ -94,8 +94,8 @@ def test_unknown_env_names_the_available_ones():
         envs.make("antt")
 
 
-def test_bad_override_is_named():
-    with pytest.raises(ValueError, match=re.escape("bad overrides {'legs': 3} for env 'pendulum_swingup'")):
+def test_bad_option_is_named():
+    with pytest.raises(ValueError, match=re.escape("bad options {'legs': 3} for env 'pendulum_swingup'")):
         envs.make("pendulum_swingup", legs=3)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import envs
+from shac.core.rollout import window_rewards
 from tests import env_runs
 
 CONTACT_TASKS = [
@@ -49,11 +50,7 @@ def test_pendulum_gradient_matches_central_finite_differences():
         start = jax.jit(env.reset)(jax.random.key(0)).replace(pipeline_state=data)
 
         def total_return(actions):
-            def step(state, action):
-                state = env.step(state, action)
-                return state, state.reward
-
-            return jax.lax.scan(step, start, actions)[1].sum()
+            return window_rewards(env.step, start, actions).sum()
 
         actions = 0.5 * jnp.sin(jnp.arange(20.0))[:, None]
         f = jax.jit(total_return)

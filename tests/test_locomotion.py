@@ -45,6 +45,12 @@ def test_quat_mul_composes_rotations():
     np.testing.assert_allclose(locomotion.quat_mul(jnp.array([1.0, 0, 0, 0]), yaw_90), yaw_90, atol=1e-7)
 
 
+def test_rotate_takes_the_vector_first_like_mjx():
+    yaw_90 = jnp.array([S, 0, 0, S])  # +90 deg about z: x -> y, y -> -x
+    np.testing.assert_allclose(locomotion.rotate(jnp.array([1.0, 0, 0]), yaw_90), [0, 1, 0], atol=1e-6)
+    np.testing.assert_allclose(locomotion.rotate(jnp.array([0, 2.0, 0]), yaw_90), [-2, 0, 0], atol=1e-6)
+
+
 @pytest.mark.parametrize(
     ("height", "expected"),
     [

@@ -23,8 +23,7 @@ from shac.run.train import train
 
 
 def test_reset_samples_parameters_per_env_and_step_uses_them():
-    env = envs.make("pendulum_swingup")
-    env.randomize({"joint:hinge:damping": (0.5, 1.0)})
+    env = envs.make("pendulum_swingup", randomization={"joint:hinge:damping": (0.5, 1.0)})
     states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 8))
     damping = np.asarray(states.info["model_params"][:, 0])
     assert ((damping >= 0.5) & (damping <= 1.0)).all() and np.ptp(damping) > 0.05
@@ -38,7 +37,7 @@ def test_reset_samples_parameters_per_env_and_step_uses_them():
 
 def test_bad_range_is_named():
     with pytest.raises(ValueError, match=re.escape("range of 'joint:hinge:damping' has low 2.0 > high 1.0")):
-        envs.make("pendulum_swingup").randomize({"joint:hinge:damping": (2.0, 1.0)})
+        envs.make("pendulum_swingup", randomization={"joint:hinge:damping": (2.0, 1.0)})
 
 
 @pytest.mark.parametrize(
@@ -58,7 +57,7 @@ def test_bad_range_is_named():
 )
 def test_a_physically_impossible_range_fails_before_compiling_in_one_line(env, key, bounds, message):
     with pytest.raises(ValueError, match=re.escape(f"randomization range of '{key}' ") + ".*" + message):
-        envs.make(env).randomize({key: bounds})
+        envs.make(env, randomization={key: bounds})
     config = {"env": {"name": env}, "randomization": {"mode": "uniform", "ranges": {key: list(bounds)}}}
     with pytest.raises(ConfigError) as error:
         to_train_config(config)
@@ -66,14 +65,15 @@ def test_a_physically_impossible_range_fails_before_compiling_in_one_line(env, k
 
 
 def test_physically_valid_ranges_are_accepted():
-    envs.make("pendulum_swingup").randomize(
-        {
+    envs.make(
+        "pendulum_swingup",
+        randomization={
             "body:pole:mass": (0.5, 2.0),
             "joint:hinge:damping": (0.0, 0.1),
             "joint:hinge:armature": (0.0, 0.01),
             "geom:bob:friction": (0.0, 1.0),
             "actuator:torque:gear": (1.0, 3.0),
-        }
+        },
     )
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from shac.core import losses
 from shac.core.normalizer import STD_EPS, RunningStatistics
-from shac.core.rollout import rollout
+from shac.core.rollout import rollout, window_rewards
 from tests.toy_env import LineEnv
 
 HALF = float(np.arctanh(0.5))  # policy mean whose squashed action is 0.5
@@ -106,10 +106,10 @@ def test_actor_gradient_flows_through_dynamics_and_bootstrap(value_scale):
 def test_checkpointed_window_has_the_same_values_and_gradient_and_stores_less():
     env = LineEnv(episode_length=3)  # resets inside the window and inside segments
 
-    def loss(c, checkpoint_every, num_envs=1, horizon=6):
+    def loss(c, remat_every, num_envs=1, horizon=6):
         state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), num_envs))
         _, window = rollout(
-            env, constant_policy(c), value, IDENTITY, state, state, jax.random.key(2), horizon, checkpoint_every
+            env, constant_policy(c), value, IDENTITY, state, state, jax.random.key(2), horizon, remat_every
         )
         return losses.actor_loss(window.rewards, window.next_values, window.dones, 0.99), window
 
@@ -117,10 +117,21 @@ def test_checkpointed_window_has_the_same_values_and_gradient_and_stores_less():
     checkpointed = jax.value_and_grad(loss, has_aux=True)(0.3, 2)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), plain, checkpointed)
 
-    def backward_temp_bytes(checkpoint_every):
-        grad = jax.jit(jax.grad(lambda c: loss(c, checkpoint_every, num_envs=4096, horizon=64)[0]))
+    def backward_temp_bytes(remat_every):
+        grad = jax.jit(jax.grad(lambda c: loss(c, remat_every, num_envs=4096, horizon=64)[0]))
         return grad.lower(0.3).compile().memory_analysis().temp_size_in_bytes
 
     # the window's records (obs, rewards, values: ~10 floats per env step) are kept either way;
     # what goes is the steps' intermediates (measured 7.7 MB against 12.8 MB)
     assert backward_temp_bytes(8) < 0.7 * backward_temp_bytes(0)
+
+
+def test_window_rewards_match_a_plain_loop():
+    # LineEnv: x' = x + a, reward x'; from x = 1 under actions 1, 2, -0.5 the rewards are 2, 4, 3.5
+    env = LineEnv(episode_length=10, start=1.0)
+    start = env.reset(jax.random.key(0))
+    actions = jnp.array([[1.0], [2.0], [-0.5]])
+    np.testing.assert_allclose(window_rewards(env.step, start, actions), [2.0, 4.0, 3.5])
+    batch = jax.tree.map(lambda x: jnp.stack([x, x]), start)
+    rewards = window_rewards(jax.vmap(env.step), batch, jnp.stack([actions, 2 * actions], axis=1))
+    np.testing.assert_allclose(rewards, [[2.0, 3.0], [4.0, 7.0], [3.5, 6.0]])  # second env: 1+2, 3+4, 7-1

@@ -8,17 +8,15 @@ import sys
 import jax.numpy as jnp
 import pytest
 
-import envs
 from shac.config import AlgoConfig, CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, LoopConfig, TrainConfig
 from shac.run import parallel
 from shac.run import train as train_module
 from shac.run.checkpoint import Checkpointer
 from shac.run.tracking import read_records
 from tests.conftest import ROOT
-from tests.toy_env import NonFiniteLineEnv, RegisteredLineEnv
 
 CONFIG = TrainConfig(
-    env=EnvConfig(name="line", episode_length=4),
+    env=EnvConfig(name="tests.toy_env:RegisteredLineEnv", episode_length=4),
     algo=AlgoConfig(
         num_envs=4,
         horizon=4,
@@ -33,12 +31,6 @@ CONFIG = TrainConfig(
     checkpoint=CheckpointConfig(every=2),
     train=LoopConfig(max_bad_epochs=3),
 )
-
-
-@pytest.fixture(autouse=True)
-def toy_envs(monkeypatch):
-    monkeypatch.setitem(envs._REGISTRY, "line", RegisteredLineEnv)
-    monkeypatch.setitem(envs._REGISTRY, "line_nan", NonFiniteLineEnv)
 
 
 def test_bad_epochs_stop_the_run_with_a_checkpoint_of_the_last_good_state(tmp_path, monkeypatch):

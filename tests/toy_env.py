@@ -75,14 +75,16 @@ class LineEnv:
 
 
 class RegisteredLineEnv(LineEnv):
-    """`LineEnv` as the trainer builds registered envs: nothing to smooth (no contacts)."""
+    """`LineEnv` as the trainer builds envs from `env.name`: it takes the options of `MjxEnv`'s
+    constructor and ignores them (no contacts to smooth, no model to randomise)."""
 
-    def smooth(self, smoothing) -> None:
-        del smoothing
+    def __init__(self, episode_length=3, smoothing=None, randomization=None, unroll_substeps=False, **kwargs):
+        del smoothing, randomization, unroll_substeps
+        super().__init__(episode_length=episode_length, **kwargs)
 
 
 class NonFiniteLineEnv(RegisteredLineEnv):
     """`RegisteredLineEnv` whose first step of every episode is non-finite: after each reset, so every step is."""
 
-    def __init__(self, episode_length=3):
-        super().__init__(episode_length=episode_length, nan_at_step=1)
+    def __init__(self, episode_length=3, **options):
+        super().__init__(episode_length=episode_length, nan_at_step=1, **options)

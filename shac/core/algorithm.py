@@ -179,7 +179,7 @@ class Shac:
             reset_states,
             key,
             self.config.horizon,
-            self.config.checkpoint_every,
+            self.config.remat_every,
             self.active_horizon(state),
         )
         loss = losses.actor_loss(

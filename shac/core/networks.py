@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
+from shac.core.normalizer import RunningStatistics
+
 ACTIVATIONS = {"elu": nn.elu, "silu": nn.silu}
 """Hidden-layer activations by config name."""
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -122,6 +124,17 @@ def squashed_log_prob(pre_tanh: jax.Array, noise: jax.Array, log_std: jax.Array)
     return jnp.sum(gaussian - log_jacobian, axis=-1)
 
 
-def deterministic_action(mean: jax.Array) -> jax.Array:
-    """The evaluation action: the squashed mean."""
+def act(actor: Actor, actor_params: dict, normalizer: RunningStatistics, obs: jax.Array) -> jax.Array:
+    """The deterministic policy (evaluation, videos, export): tanh of the actor's mean for the normalised `obs`.
+
+    Args:
+        actor: the actor network.
+        actor_params: its parameters.
+        normalizer: the observation statistics it was trained with.
+        obs: float32 [..., obs_dim] raw observations.
+
+    Returns:
+        float32 [..., action_dim] actions in [-1, 1].
+    """
+    mean, _ = actor.apply(actor_params, normalizer.normalize(obs))
     return jnp.tanh(mean)

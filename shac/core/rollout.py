@@ -100,7 +100,7 @@ def rollout(
     reset_states: State,
     key: jax.Array,
     horizon: int,
-    checkpoint_every: int = 0,
+    remat_every: int = 0,
     active_horizon: jax.Array | None = None,
 ) -> tuple[State, Window]:
     """Runs `horizon` steps of the batched env under the stochastic policy.
@@ -119,7 +119,7 @@ def rollout(
         reset_states: batched [N] initial states used for resets.
         key: randomness of the action noise.
         horizon: h, the number of steps.
-        checkpoint_every: if k > 0 (k must divide h), the window runs as h / k
+        remat_every: if k > 0 (k must divide h), the window runs as h / k
             segments of k steps and the backward pass keeps only the state at
             each segment's start, recomputing the segment's forward steps
             (`jax.checkpoint`): memory ~ (h / k) states + k steps of
@@ -176,14 +176,33 @@ def rollout(
         return jax.lax.cond(t < active_horizon, simulate, skip, state, step_key)
 
     inputs = (jnp.arange(horizon), jax.random.split(key, horizon))
-    if not checkpoint_every:
+    if not remat_every:
         return jax.lax.scan(step, env_state, inputs)
-    segments = horizon // checkpoint_every
+    segments = horizon // remat_every
 
     @jax.checkpoint
     def segment(state: State, segment_inputs) -> tuple[State, Window]:
         return jax.lax.scan(step, state, segment_inputs)
 
-    segment_inputs = jax.tree.map(lambda x: x.reshape(segments, checkpoint_every, *x.shape[1:]), inputs)
+    segment_inputs = jax.tree.map(lambda x: x.reshape(segments, remat_every, *x.shape[1:]), inputs)
     env_state, window = jax.lax.scan(segment, env_state, segment_inputs)
     return env_state, jax.tree.map(lambda x: x.reshape(horizon, *x.shape[2:]), window)
+
+
+def window_rewards(step: Callable[[State, jax.Array], State], start: State, actions: jax.Array) -> jax.Array:
+    """The rewards of `start` stepped open loop under `actions`, without resets.
+
+    Args:
+        step: the environment's step, or its `jax.vmap` for a batch.
+        start: the first state (with a leading [N] axis for a batch).
+        actions: float32 [h, action_dim] or [h, N, action_dim].
+
+    Returns:
+        float32 [h] or [h, N] rewards, differentiable in `actions` and `start`.
+    """
+
+    def one_step(state: State, action: jax.Array) -> tuple[State, jax.Array]:
+        state = step(state, action)
+        return state, state.reward
+
+    return jax.lax.scan(one_step, start, actions)[1]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from envs import MjxEnv
-from shac.core.networks import Actor, deterministic_action
+from shac.core.networks import Actor, act
 from shac.core.normalizer import RunningStatistics
 
 
@@ -27,11 +28,7 @@ def evaluate(
         float32 [episodes] returns.
     """
 
-    def policy(obs: jax.Array) -> jax.Array:
-        mean, _ = actor.apply(actor_params, normalizer.normalize(obs))
-        return deterministic_action(mean)
-
-    return evaluate_policy(env, policy, key, episodes)
+    return evaluate_policy(env, partial(act, actor, actor_params, normalizer), key, episodes)
 
 
 def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: jax.Array, episodes: int) -> jax.Array:
@@ -89,8 +86,7 @@ def run_episode(
 
     def step(carry, _):
         state, alive = carry
-        mean, _ = actor.apply(actor_params, normalizer.normalize(state.obs))
-        action = deterministic_action(mean)
+        action = act(actor, actor_params, normalizer, state.obs)
         next_state = env.step(state, action)
         record = (state.obs, action, next_state.pipeline_state.qpos, next_state.reward, alive)
         return (next_state, alive * (1.0 - next_state.done)), record

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -27,7 +28,7 @@ import numpy as np
 import onnxruntime
 from jax2onnx import to_onnx
 
-from shac.core.networks import deterministic_action
+from shac.core.networks import act
 from shac.run.evaluate import run_episode
 from shac.run.serialization import RunPolicy
 
@@ -50,11 +51,7 @@ class ExportError(RuntimeError):
 def policy_function(policy: RunPolicy) -> PolicyFn:
     """Raw obs float32 [batch, obs_dim] -> action float32 [batch, action_dim]: normalise, actor mean, tanh."""
 
-    def act(obs: jax.Array) -> jax.Array:
-        mean, _ = policy.actor.apply(policy.actor_params, policy.normalizer.normalize(obs))
-        return deterministic_action(mean)
-
-    return act
+    return partial(act, policy.actor, policy.actor_params, policy.normalizer)
 
 
 def to_onnx_bytes(fn: PolicyFn, obs_dim: int) -> bytes:

@@ -30,7 +30,6 @@ from shac.config import (
     named_configs,
     to_train_config,
     unknown_key_message,
-    validate_distributed,
 )
 
 
@@ -84,9 +83,7 @@ def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
         ConfigError: a `distributed.*` value out of range (the run's config is validated later).
     """
     values = OmegaConf.to_container(cfg, resolve=True)
-    options = from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
-    validate_distributed(options.distributed)
-    return values, options
+    return values, from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
 
 
 def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) -> None:

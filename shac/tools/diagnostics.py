@@ -25,6 +25,7 @@ from envs import MjxEnv, State
 from envs.private_apis import contact_distances
 from shac.core.networks import Actor
 from shac.core.normalizer import RunningStatistics
+from shac.core.rollout import window_rewards
 
 
 def step_function(env: MjxEnv, state: State):
@@ -125,11 +126,7 @@ def horizon_sweep(
         return rewards.sum(axis=1), (actions, contacts)
 
     def open_loop(actions, states):
-        def step(state, action):
-            state = step_env(state, action)
-            return state, state.reward
-
-        return jax.lax.scan(step, states, actions)[1].sum(axis=1)
+        return window_rewards(step_env, states, actions).sum(axis=1)
 
     def per_seed(key):
         reset_key, noise_key = jax.random.split(key)

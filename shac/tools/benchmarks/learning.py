@@ -29,7 +29,7 @@ from envs import MjxEnv
 from envs.private_apis import brax_apg_evaluations
 from shac.config import AlgoConfig
 from shac.core.algorithms import make_algorithm
-from shac.core.networks import deterministic_action
+from shac.core.networks import act
 from shac.run.evaluate import evaluate_policy
 from shac.tools.benchmarks.clock import BudgetClock, BudgetSpent
 from shac.tools.benchmarks.config import APGConfig, PPOConfig
@@ -168,11 +168,7 @@ def train_shac(
     def make_policy(params):
         actor_params, normalizer = params
 
-        def policy(obs):
-            mean, _ = shac.actor.apply(actor_params, normalizer.normalize(obs))
-            return deterministic_action(mean)
-
-        return policy
+        return functools.partial(act, shac.actor, actor_params, normalizer)
 
     recorder = Recorder(env, config.name, "paper", seed, budget_s, episodes, make_policy)
     epochs_per_eval = -(-eval_every_steps // (config.num_envs * config.horizon))
