@@ -20,7 +20,7 @@ class SummarizeArgs:
     dir: str = MISSING
     """Directory whose runs (metrics.jsonl beside config.json, at any depth) are summarised; also positional."""
     group_by: str = "env.name"
-    """Dotted config key whose value groups the runs."""
+    """Dotted config key whose value groups the runs; `run`: each folder directly below `dir` is a group."""
     metric: str = "eval/mean_return"
     """Logged metric in the table and the figure."""
 

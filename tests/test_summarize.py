@@ -48,3 +48,36 @@ def test_unknown_key_is_named(tmp_path):
         timeout=120,
     )
     assert result.returncode != 0 and "config key 'algo.horizon' not found" in result.stderr
+
+
+def test_group_by_run_gives_each_folder_a_row_and_other_metrics_their_own_files(tmp_path):
+    fake_run(tmp_path / "lever_a" / "seed0", "none", [1.0, 3.0])
+    fake_run(tmp_path / "lever_a" / "seed1", "soft", [2.0, 5.0])
+    fake_run(tmp_path / "lever_b", "none", [4.0, 6.0])
+    result = subprocess.run(
+        [sys.executable, "launch/summarize.py", str(tmp_path), "group_by=run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    # lever_a: both seeds whatever their configs, finals 3 and 5 -> 4.0 ± 1.0; lever_b alone
+    assert "| lever_a | 2 | 4,096 | 20 | 4.0 ± 1.0 | 4.0 ± 1.0 |" in result.stdout
+    assert "| lever_b | 1 | 4,096 | 20 | 6.0 ± 0.0 | 6.0 ± 0.0 |" in result.stdout
+    for run in (tmp_path / "lever_a" / "seed0", tmp_path / "lever_b"):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        (run / "metrics.jsonl").write_text(
+            "\n".join(line.replace("eval/mean_return", "reward/forward") for line in lines)
+        )
+    result = subprocess.run(
+        [sys.executable, "launch/summarize.py", str(tmp_path), "group_by=run", "metric=reward/forward"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| lever_a | 1 | 4,096 | 20 | 3.0 ± 0.0 | 3.0 ± 0.0 |" in result.stdout
+    assert (tmp_path / "summary_reward_forward.md").read_text().startswith("| run | runs |")
+    assert (tmp_path / "summary_reward_forward.png").is_file() and (tmp_path / "summary.md").is_file()

@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 
 
 def load_runs(root: Path, group_by: str, metric: str) -> dict[str, list[dict]]:
-    """Runs below `root` grouped by the dotted config key `group_by`.
+    """Runs below `root` grouped by the dotted config key `group_by` (`run`: by the run's folder
+    directly below `root`, so each folder is a row, however its configs differ).
 
     Each run is {"dir", "env_steps" [K], "wall_time_s" [K], "values" [K]} over
     the K logged records that have `metric`.
@@ -33,7 +34,9 @@ def load_runs(root: Path, group_by: str, metric: str) -> dict[str, list[dict]]:
         if not config_file.is_file():
             continue
         value = json.loads(config_file.read_text())
-        for part in group_by.split("."):
+        if group_by == "run":
+            value = (metrics_file.parent.relative_to(root).parts or (".",))[0]
+        for part in group_by.split(".") if group_by != "run" else ():
             if not isinstance(value, dict) or part not in value:
                 raise ValueError(f"config key '{group_by}' not found in {config_file}")
             value = value[part]
@@ -90,6 +93,9 @@ def plot(groups: dict[str, list[dict]], metric: str, path: Path) -> None:
 def summarize(dir: str, group_by: str = "env.name", metric: str = "eval/mean_return") -> str:
     """Writes `<dir>/summary.md` and `<dir>/summary.png` for the runs below `dir`; returns the table.
 
+    For another metric than `eval/mean_return` the files are `summary_<metric>.md` and `.png`
+    (`/` in the metric's name written `_`), so summaries of several metrics sit side by side.
+
     Raises:
         ValueError: no run below `dir` logged `metric`, or a run's config has no key `group_by`.
     """
@@ -98,6 +104,7 @@ def summarize(dir: str, group_by: str = "env.name", metric: str = "eval/mean_ret
     if not groups:
         raise ValueError(f"no runs with '{metric}' below '{root}' (looked for metrics.jsonl beside config.json)")
     markdown = table(groups, group_by, metric)
-    (root / "summary.md").write_text(markdown + "\n")
-    plot(groups, metric, root / "summary.png")
-    return f"{markdown}\nwrote {root / 'summary.md'} and {root / 'summary.png'}"
+    stem = "summary" if metric == "eval/mean_return" else f"summary_{metric.replace('/', '_')}"
+    (root / f"{stem}.md").write_text(markdown + "\n")
+    plot(groups, metric, root / f"{stem}.png")
+    return f"{markdown}\nwrote {root / f'{stem}.md'} and {root / f'{stem}.png'}"
