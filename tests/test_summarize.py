@@ -32,8 +32,9 @@ def test_summary_table_and_figure(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     # none: finals 3 and 5 -> 4.0 ± 1.0; soft: one run, 6.0 ± 0.0; 2 records -> 4,096 steps, 20 s
-    assert "| none | 2 | 4,096 | 20 | 4.0 ± 1.0 | 4.0 ± 1.0 |" in result.stdout
-    assert "| soft | 1 | 4,096 | 20 | 6.0 ± 0.0 | 6.0 ± 0.0 |" in result.stdout
+    # medians: a [1, 3] -> 2, b [2, 5] -> 3.5: 2.75 ± 0.75; c [4, 6] -> 5
+    assert "| none | 2 | 4,096 | 20 | 4.0 ± 1.0 | 4.0 ± 1.0 | 2.75 ± 0.75 |" in result.stdout
+    assert "| soft | 1 | 4,096 | 20 | 6.0 ± 0.0 | 6.0 ± 0.0 | 5.00 ± 0.00 |" in result.stdout
     assert (tmp_path / "summary.png").stat().st_size > 1000
     assert (tmp_path / "summary.md").read_text().startswith("| smoothing.mode |")
 
@@ -63,8 +64,8 @@ def test_group_by_run_gives_each_folder_a_row_and_other_metrics_their_own_files(
     )
     assert result.returncode == 0, result.stderr
     # lever_a: both seeds whatever their configs, finals 3 and 5 -> 4.0 ± 1.0; lever_b alone
-    assert "| lever_a | 2 | 4,096 | 20 | 4.0 ± 1.0 | 4.0 ± 1.0 |" in result.stdout
-    assert "| lever_b | 1 | 4,096 | 20 | 6.0 ± 0.0 | 6.0 ± 0.0 |" in result.stdout
+    assert "| lever_a | 2 | 4,096 | 20 | 4.0 ± 1.0 | 4.0 ± 1.0 | 2.75 ± 0.75 |" in result.stdout
+    assert "| lever_b | 1 | 4,096 | 20 | 6.0 ± 0.0 | 6.0 ± 0.0 | 5.00 ± 0.00 |" in result.stdout
     for run in (tmp_path / "lever_a" / "seed0", tmp_path / "lever_b"):
         lines = (run / "metrics.jsonl").read_text().splitlines()
         (run / "metrics.jsonl").write_text(
@@ -78,6 +79,6 @@ def test_group_by_run_gives_each_folder_a_row_and_other_metrics_their_own_files(
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "| lever_a | 1 | 4,096 | 20 | 3.0 ± 0.0 | 3.0 ± 0.0 |" in result.stdout
+    assert "| lever_a | 1 | 4,096 | 20 | 3.0 ± 0.0 | 3.0 ± 0.0 | 2.00 ± 0.00 |" in result.stdout
     assert (tmp_path / "summary_reward_forward.md").read_text().startswith("| run | runs |")
     assert (tmp_path / "summary_reward_forward.png").is_file() and (tmp_path / "summary.md").is_file()

@@ -55,19 +55,20 @@ def load_runs(root: Path, group_by: str, metric: str) -> dict[str, list[dict]]:
 
 
 def table(groups: dict[str, list[dict]], group_by: str, metric: str) -> str:
-    """Markdown table of the final and best metric per group (mean ± std across runs)."""
+    """Markdown table of the final, best (largest) and median logged metric per group (mean ± std across runs)."""
     lines = [
-        f"| {group_by} | runs | env steps | wall-clock (s) | final {metric} | best {metric} |",
-        "|---|---|---|---|---|---|",
+        f"| {group_by} | runs | env steps | wall-clock (s) | final {metric} | best {metric} | median {metric} |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, runs in groups.items():
         final = np.array([r["values"][-1] for r in runs])
         best = np.array([r["values"].max() for r in runs])
+        median = np.array([np.median(r["values"]) for r in runs])
         steps = np.mean([r["env_steps"][-1] for r in runs])
         wall = np.mean([r["wall_time_s"][-1] for r in runs])
         lines.append(
             f"| {name} | {len(runs)} | {steps:,.0f} | {wall:,.0f} | {final.mean():.1f} ± {final.std():.1f} "
-            f"| {best.mean():.1f} ± {best.std():.1f} |"
+            f"| {best.mean():.1f} ± {best.std():.1f} | {median.mean():.2f} ± {median.std():.2f} |"
         )
     return "\n".join(lines)
 
