@@ -80,7 +80,7 @@ def line_env():
 @pytest.mark.parametrize("name", ["ahac", "sapo"])  # SHAC's: test_resume, through the command line
 def test_a_resumed_run_ends_exactly_as_the_uninterrupted_one(tmp_path, name):
     config = TrainConfig(
-        env=EnvConfig(name="line", episode_length=3),
+        env=EnvConfig(name="line", episode_length=5),
         algo=ALGO_CONFIGS[name],
         eval=EvalConfig(every=0, episodes=2),
         logger=LoggerConfig(mode="disabled", progress=False),

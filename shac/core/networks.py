@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import jax
@@ -14,7 +15,7 @@ ACTIVATIONS = {"elu": nn.elu, "silu": nn.silu}
 """Hidden-layer activations by config name."""
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 """Range of a state-dependent log standard deviation."""
-_HALF_LOG_2PI = 0.5 * float(jnp.log(2.0 * jnp.pi))
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)  # plain Python: no JAX computation at import time
 
 
 class MLP(nn.Module):
