@@ -110,6 +110,15 @@ def _straight_through_backward(smoothing, inputs, cotangent):
 _straight_through_step.defvjp(_straight_through_forward, _straight_through_backward)
 
 
+def _times(tree, scale):
+    """`tree` with every floating-point leaf multiplied by the scalar `scale` (other leaves as they are)."""
+
+    def times(x):
+        return x * jnp.asarray(scale, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return jax.tree.map(times, tree)
+
+
 @jax.custom_vjp
 def clip_gradient(data: mjx.Data, max_norm: float) -> mjx.Data:
     """Identity on `data`; its cotangent is rescaled to at most `max_norm` (global norm)."""
@@ -124,11 +133,7 @@ def _clip_backward(max_norm, cotangent):
     leaves = [x for x in jax.tree.leaves(cotangent) if jnp.issubdtype(x.dtype, jnp.floating)]
     norm = jnp.sqrt(sum(jnp.sum(x**2) for x in leaves))
     scale = jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
-
-    def rescale(x):
-        return x * scale.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
-
-    return jax.tree.map(rescale, cotangent), jnp.zeros_like(max_norm)
+    return _times(cotangent, scale), jnp.zeros_like(max_norm)
 
 
 clip_gradient.defvjp(_clip_forward, _clip_backward)
@@ -145,10 +150,7 @@ def _scale_forward(data, factor):
 
 
 def _scale_backward(factor, cotangent):
-    def scale(x):
-        return x * jnp.asarray(factor, x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x
-
-    return jax.tree.map(scale, cotangent), jnp.zeros_like(factor)
+    return _times(cotangent, factor), jnp.zeros_like(factor)
 
 
 scale_gradient.defvjp(_scale_forward, _scale_backward)
