@@ -48,6 +48,7 @@ def window_of(stiffness, active):
         metrics={},
         log_probs=zeros,
         stiffness=jnp.asarray(stiffness, jnp.float32),
+        contacts=zeros,
         active=jnp.asarray(active, jnp.float32),
     )
 

@@ -52,6 +52,8 @@ def test_epoch_bookkeeping_and_target_update():
     assert metrics["train/episodes"] == 4
     assert metrics["resets/truncated"] == 4
     assert metrics["actor/skipped"] == 0
+    assert metrics["physics/contact_fraction"] == 0.0  # no MJX state, no contacts
+    assert metrics["actor/state_grad_growth"] > 0.0
     assert all(np.isfinite(v) for v in metrics.values())
     assert any(
         not np.allclose(a, b) for a, b in zip(leaves(state.actor_params), leaves(new_state.actor_params), strict=True)

@@ -65,6 +65,15 @@ def test_contact_distances_are_the_signed_gap_of_the_ball_and_the_floor():
         np.testing.assert_allclose(dist, [gap], atol=1e-6)
 
 
+def test_in_contact_reads_the_penetration_of_an_mjx_state():
+    from shac.core.rollout import in_contact
+
+    model, data = ball()
+    touching = [bool(in_contact(mjx.forward(model, data.replace(qpos=data.qpos.at[2].set(z))))) for z in (0.2, 0.05)]
+    assert touching == [False, True]
+    assert not in_contact((jnp.zeros(()), jnp.zeros(())))  # not an mjx.Data: no contacts
+
+
 def test_brax_apg_hands_its_parameters_to_the_callback_where_it_would_evaluate():
     from brax.training.agents.apg import train as apg_train
 

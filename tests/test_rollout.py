@@ -7,7 +7,7 @@ import pytest
 
 from shac.core import losses
 from shac.core.normalizer import STD_EPS, RunningStatistics
-from shac.core.rollout import rollout, window_rewards
+from shac.core.rollout import rollout, state_gradient_growth, window_rewards, zero_probes
 from tests.toy_env import LineEnv
 
 HALF = float(np.arctanh(0.5))  # policy mean whose squashed action is 0.5
@@ -101,6 +101,44 @@ def test_actor_gradient_flows_through_dynamics_and_bootstrap(value_scale):
     c = 0.3
     expected = -(3.0 + 2.0 * value_scale) / 2.0 * (1.0 - np.tanh(c) ** 2)
     assert float(jax.grad(loss)(c)) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("remat_every", [0, 2])
+def test_state_probes_give_the_gradient_flowing_back_through_each_step(remat_every):
+    # LineEnv without resets, constant policy, V'(obs) = 10 x, gamma = 1, h = 4:
+    # loss = sum_t r_t + V'(x_4) with r_t = x_{t+1} = x_t + a, so dloss/dx_t = (4 - t) + 10
+    # (every later reward and the bootstrap move one for one with x_t): 14, 13, 12, 11; steps: 0.
+    env = LineEnv(episode_length=10)
+    state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 1))
+    probes = zero_probes(state.pipeline_state, 4)
+
+    def loss(probes):
+        _, window = rollout(
+            env,
+            constant_policy(HALF),
+            lambda obs: 10.0 * obs[:, 0],
+            IDENTITY,
+            state,
+            state,
+            jax.random.key(2),
+            4,
+            remat_every,
+            state_probes=probes,
+        )
+        return window.rewards.sum() + window.next_values[-1].sum(), window
+
+    (_, window), grads = jax.value_and_grad(loss, has_aux=True)(probes)
+    _, plain = run(env, value_fn=lambda obs: 10.0 * obs[:, 0])
+    jax.tree.map(np.testing.assert_array_equal, window, plain)  # zero probes change nothing forward
+    np.testing.assert_allclose(grads[0][:, 0], [14.0, 13.0, 12.0, 11.0], rtol=1e-5)
+    np.testing.assert_allclose(grads[1][:, 0], [0.0, 0.0, 0.0, 0.0], atol=1e-6)
+    # per step, the gradient grows (14 / 11) ** (1 / 3) back through the window
+    growth = state_gradient_growth(grads, window.active)
+    assert float(growth) == pytest.approx((14.0 / 11.0) ** (1.0 / 3.0), rel=1e-5)
+    # only the first two steps simulated: (14 / 13) ** 1; one step: undefined, 1.0
+    two_steps = jnp.zeros((4, 1)).at[:2].set(1.0)
+    assert float(state_gradient_growth(grads, two_steps)) == pytest.approx(14.0 / 13.0, rel=1e-5)
+    assert float(state_gradient_growth(grads, two_steps.at[1].set(0.0))) == 1.0
 
 
 def test_checkpointed_window_has_the_same_values_and_gradient_and_stores_less():

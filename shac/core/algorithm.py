@@ -25,7 +25,7 @@ from shac.core import losses
 from shac.core.episodes import EpisodeStats
 from shac.core.networks import Actor, Critic, CriticEnsemble
 from shac.core.normalizer import RunningStatistics
-from shac.core.rollout import Window, rollout
+from shac.core.rollout import Window, rollout, state_gradient_growth, zero_probes
 
 Params = dict
 Metrics = dict[str, jax.Array]
@@ -167,9 +167,10 @@ class Shac:
         return window.rewards
 
     def actor_objective(
-        self, actor_params: Params, state: TrainState, reset_states: State, key: jax.Array
+        self, actor_params: Params, state: TrainState, reset_states: State, key: jax.Array, state_probes=None
     ) -> tuple[jax.Array, tuple[State, Window]]:
-        """The actor loss of one window from `state.env_state`, and what the window produced."""
+        """The actor loss of one window from `state.env_state`, and what the window produced
+        (`state_probes`: see `rollout`)."""
         env_state, window = rollout(
             self.env,
             self.policy(actor_params),
@@ -181,6 +182,7 @@ class Shac:
             self.config.horizon,
             self.config.remat_every,
             self.active_horizon(state),
+            state_probes,
         )
         loss = losses.actor_loss(
             self.rewards(window, state), window.next_values, window.dones, self.config.gamma, window.active
@@ -295,10 +297,14 @@ class Shac:
         key, reset_key, rollout_key, critic_key = jax.random.split(state.key, 4)
         reset_states = jax.vmap(self.env.reset)(jax.random.split(reset_key, config.num_envs))
 
-        # Actor: back-propagate the window's return; skip non-finite gradients.
-        (actor_loss, (env_state, window)), grads = jax.value_and_grad(self.actor_objective, has_aux=True)(
-            state.actor_params, state, reset_states, rollout_key
-        )
+        # Actor: back-propagate the window's return; skip non-finite gradients. The gradient with
+        # respect to zero probes on each step's state shows how it grows back through the window.
+        probes = zero_probes(state.env_state.pipeline_state, config.horizon)
+        (actor_loss, (env_state, window)), (grads, probe_grads) = jax.value_and_grad(
+            lambda params, probes: self.actor_objective(params, state, reset_states, rollout_key, probes),
+            argnums=(0, 1),
+            has_aux=True,
+        )(state.actor_params, probes)
         grad_norm = optax.global_norm(grads)
         actor_finite = jnp.isfinite(grad_norm)
         updates, actor_opt_state = self.actor_optimizer.update(grads, state.actor_opt_state, state.actor_params)
@@ -359,6 +365,7 @@ class Shac:
             "actor/lr": self.actor_lr(state.epoch),
             "actor/std": jnp.exp(log_std).mean(),
             "actor/saturation": self.saturation(state.actor_params, window.obs, window.active),
+            "actor/state_grad_growth": state_gradient_growth(probe_grads, window.active),
             "critic/loss": critic_metrics["loss"],
             "critic/skipped": critic_metrics["skipped"].astype(jnp.float32),
             "critic/lr": self.critic_learning_rate(state.epoch),
@@ -368,6 +375,7 @@ class Shac:
             "train/episodes": episode_metrics["episodes"],
             "train/episode_return": episode_metrics["episode_return"],
             "train/episode_length": episode_metrics["episode_length"],
+            "physics/contact_fraction": (window.contacts * window.active).sum() / active_steps,
             "resets/terminated": window.terminated.sum(),
             "resets/truncated": window.truncated.sum(),
             "resets/nonfinite": window.nonfinite.sum(),

@@ -10,6 +10,7 @@ from flax import struct
 from mujoco import mjx
 
 from envs import MjxEnv, State
+from envs.private_apis import contact_distances
 from shac.core.networks import sample_action
 from shac.core.normalizer import RunningStatistics
 
@@ -38,6 +39,8 @@ class Window:
         log_probs: float32 [h, N] log-density of each sampled (squashed) action
             under the policy; differentiable in the policy's parameters.
         stiffness: float32 [h, N] `contact_stiffness` of the state reached (no gradient).
+        contacts: float32 [h, N] 1.0 where the state reached has an active contact
+            (two geoms penetrate); 0 for simulator states that are not an `mjx.Data`.
         active: float32 [h, N] 1.0 for the steps simulated; 0.0 for the steps
             after an adaptive window's end (all other fields are 0 there).
     """
@@ -54,6 +57,7 @@ class Window:
     metrics: dict[str, jax.Array]
     log_probs: jax.Array
     stiffness: jax.Array
+    contacts: jax.Array
     active: jax.Array
 
 
@@ -82,6 +86,71 @@ def contact_stiffness(data: mjx.Data) -> jax.Array:
     return jnp.where(acceleration > 0, force / jnp.where(acceleration > 0, acceleration, 1.0), 0.0)
 
 
+def in_contact(data: mjx.Data) -> jax.Array:
+    """bool []: whether any two geoms of one simulator state penetrate (no gradient);
+    False for a simulator state that is not an `mjx.Data` (pure-JAX test envs)."""
+    if not isinstance(data, mjx.Data):
+        return jnp.zeros((), bool)
+    return jnp.any(jax.lax.stop_gradient(contact_distances(data)) < 0)
+
+
+def carried_state(data):
+    """The part of a simulator state that carries the dynamics from one step to the next.
+
+    `(qpos, qvel, act)` of an `mjx.Data`; the whole simulator state of any
+    other env (a pytree of arrays). `probe_state` adds `zero_probes` to a
+    state, so the gradient of a loss with respect to a zero probe is the
+    gradient that flows back through the state at that step.
+    """
+    if isinstance(data, mjx.Data):
+        return (data.qpos, data.qvel, data.act)
+    return data
+
+
+def zero_probes(data, horizon: int):
+    """Zeros of the structure of `carried_state(data)` with a leading [horizon] axis
+    (None for leaves that are not floating point: no gradient flows through them)."""
+
+    def zeros(x):
+        return jnp.zeros((horizon, *x.shape), x.dtype) if jnp.issubdtype(x.dtype, jnp.inexact) else None
+
+    return jax.tree.map(zeros, carried_state(data))
+
+
+def probe_state(data, probe):
+    """`data` with `probe` (one step of `zero_probes(data, h)`) added to its carried state."""
+
+    def add(x, p):
+        return x if p is None else x + p
+
+    if isinstance(data, mjx.Data):
+        qpos, qvel, act = jax.tree.map(add, carried_state(data), probe)
+        return data.replace(qpos=qpos, qvel=qvel, act=act)
+    return jax.tree.map(add, data, probe)
+
+
+def state_gradient_growth(probe_grads, active: jax.Array) -> jax.Array:
+    """float32 []: how much the gradient flowing back through the state grows per step.
+
+    (|g_0| / |g_last|) ** (1 / last), where |g_t| is the norm over all envs of
+    the gradient with respect to step t's state probe (see `rollout`) and
+    `last` the window's last simulated step: above 1, the gradient grows on
+    its way back through the window (exploding), below 1 it fades. 1.0 when
+    undefined (one step, or a zero gradient at either end).
+
+    Args:
+        probe_grads: the gradient with respect to `state_probes`, leaves [h, N, ...].
+        active: float32 [h, N] the window's simulated steps (`Window.active`).
+    """
+    squares = sum(jnp.sum(jnp.square(g).reshape(g.shape[0], -1), axis=1) for g in jax.tree.leaves(probe_grads))
+    norms = jnp.sqrt(squares)
+    last = jnp.sum(jnp.any(active > 0, axis=1)) - 1
+    first_norm, last_norm = norms[0], norms[jnp.maximum(last, 0)]
+    defined = (last > 0) & (first_norm > 0) & (last_norm > 0)
+    ratio = jnp.where(defined, first_norm / jnp.where(defined, last_norm, 1.0), 1.0)
+    return ratio ** (1.0 / jnp.maximum(last, 1))
+
+
 def tree_where(mask: jax.Array, on_true, on_false):
     """Per-env select between two batched pytrees; `mask` is bool [N]."""
 
@@ -102,6 +171,7 @@ def rollout(
     horizon: int,
     remat_every: int = 0,
     active_horizon: jax.Array | None = None,
+    state_probes=None,
 ) -> tuple[State, Window]:
     """Runs `horizon` steps of the batched env under the stochastic policy.
 
@@ -135,7 +205,9 @@ def rollout(
     step_env = jax.vmap(env.step)
     too_fast_env = jax.vmap(env.too_fast)
 
-    def simulate(state: State, step_key: jax.Array) -> tuple[State, Window]:
+    def simulate(state: State, step_key: jax.Array, probe) -> tuple[State, Window]:
+        if probe is not None:
+            state = state.replace(pipeline_state=probe_state(state.pipeline_state, probe))
         obs = normalizer.normalize(state.obs)
         mean, log_std = policy(obs)
         action, log_prob = sample_action(mean, log_std, step_key)
@@ -161,21 +233,22 @@ def rollout(
             metrics=next_state.metrics,
             log_probs=log_prob,
             stiffness=jnp.where(nonfinite, 0.0, jax.vmap(contact_stiffness)(next_state.pipeline_state)),
+            contacts=(~nonfinite & jax.vmap(in_contact)(next_state.pipeline_state)).astype(jnp.float32),
             active=jnp.ones_like(next_state.reward),
         )
         return tree_where(done, reset_states, next_state), record
 
-    def skip(state: State, step_key: jax.Array) -> tuple[State, Window]:
-        record = jax.eval_shape(simulate, state, step_key)[1]
+    def skip(state: State, step_key: jax.Array, probe) -> tuple[State, Window]:
+        record = jax.eval_shape(simulate, state, step_key, probe)[1]
         return state, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), record)
 
-    def step(state: State, inputs: tuple[jax.Array, jax.Array]) -> tuple[State, Window]:
-        t, step_key = inputs
+    def step(state: State, inputs) -> tuple[State, Window]:
+        t, step_key, probe = inputs
         if active_horizon is None:
-            return simulate(state, step_key)
-        return jax.lax.cond(t < active_horizon, simulate, skip, state, step_key)
+            return simulate(state, step_key, probe)
+        return jax.lax.cond(t < active_horizon, simulate, skip, state, step_key, probe)
 
-    inputs = (jnp.arange(horizon), jax.random.split(key, horizon))
+    inputs = (jnp.arange(horizon), jax.random.split(key, horizon), state_probes)
     if not remat_every:
         return jax.lax.scan(step, env_state, inputs)
     segments = horizon // remat_every
