@@ -4,8 +4,9 @@ Runs the deterministic policy (mean action) for full episodes on the run's
 environment and prints one JSON line: {"mean_return", "std_return", "episodes"}
 (and "video", the mp4's path, with video=true). The policy is the run's
 checkpoint `checkpoint` if given, else its final `policy.msgpack`, else its
-newest checkpoint (a run still training or interrupted). The work is
-`shac.run.commands.evaluate_run`.
+newest checkpoint (a run still training or interrupted). With physical=true
+the episodes run under the physical contact model (smoothing none), for a run
+trained with softened contacts. The work is `shac.run.commands.evaluate_run`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from omegaconf import MISSING
 
 from launch import cli
 
-USAGE = "usage: python launch/evaluate.py run_dir=<dir> [checkpoint=<epoch>] [episodes=16] [seed=0] [video=false]"
+USAGE = (
+    "usage: python launch/evaluate.py run_dir=<dir> [checkpoint=<epoch>] [episodes=16] [seed=0] [video=false]"
+    " [physical=false]"
+)
 
 
 @dataclass
@@ -34,6 +38,8 @@ class EvaluateArgs:
     """Also render the first episode's initial state, under the same policy, to an mp4."""
     video_path: str | None = None
     """Where the mp4 goes; None: <run_dir>/videos/evaluate_<checkpoint or final>_seed<seed>.mp4."""
+    physical: bool = False
+    """Simulate the physical contact model (smoothing none), not the softened one the run trained with."""
 
 
 if __name__ == "__main__":

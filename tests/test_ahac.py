@@ -163,3 +163,14 @@ def test_contact_stiffness_is_zero_in_free_fall_and_positive_in_contact():
     expected = np.linalg.norm(data.qfrc_constraint) / np.linalg.norm(data.qacc)
     assert float(contact_stiffness(data)) == pytest.approx(float(expected), rel=1e-5)
     assert float(contact_stiffness(data)) > 1.0  # ~ 9.81 N held against a small residual acceleration
+
+
+def test_the_learning_benchmark_evaluates_ahac_every_eval_every_steps_as_its_window_grows():
+    from shac.tools.benchmarks.learning import train_shac
+
+    # no contacts: the window grows by 0.5 * 5 = 2.5 steps an epoch from 3 to 8, so an epoch of 4
+    # envs simulates 12, then 20 or 24, then 32 steps; evaluations stay at least 40 steps apart
+    config = dataclasses.replace(CONFIG, max_epochs=10_000)
+    result = train_shac(LineEnv(episode_length=5), config, seed=0, budget_s=0.3, episodes=2, eval_every_steps=40)
+    gaps = np.diff([record.env_steps for record in result.records])
+    assert len(gaps) >= 3 and all(40 <= gap < 40 + 4 * 8 for gap in gaps), gaps

@@ -1,6 +1,7 @@
 """End to end through the command line: train the pendulum, check the run directory, evaluate and export it."""
 
 import json
+import shutil
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -66,6 +67,17 @@ def test_evaluate_cli_evaluates_a_checkpoint_and_writes_its_video(pendulum_run):
     video = iio.imread(summary["video"])
     assert video.shape[0] == 101  # the initial state and 100 steps
     assert summary["video"] == str(pendulum_run / "videos" / "evaluate_50_seed0.mp4")
+
+
+def test_a_softened_run_is_evaluated_under_the_physical_contact_model_on_request(pendulum_run, tmp_path):
+    config = json.loads((pendulum_run / "config.json").read_text())
+    config["smoothing"]["mode"] = "soft"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    shutil.copy(pendulum_run / "policy.msgpack", tmp_path)
+    trained, physical = load_run_policy(tmp_path), load_run_policy(tmp_path, physical=True)
+    assert (trained.env.smoothing.mode, physical.env.smoothing.mode) == ("soft", "none")
+    assert physical.config.smoothing.mode == "none"
+    jax.tree.map(np.testing.assert_array_equal, trained.actor_params, physical.actor_params)
 
 
 def test_export_cli_writes_a_policy_onnxruntime_runs_like_jax(pendulum_run):

@@ -23,6 +23,7 @@ def evaluate_run(
     seed: int = 0,
     video: bool = False,
     video_path: str | None = None,
+    physical: bool = False,
 ) -> dict:
     """The deterministic policy's returns over `episodes` full episodes of the run's environment.
 
@@ -35,6 +36,8 @@ def evaluate_run(
         video: also render episode 0 (same initial state, same policy) to an mp4.
         video_path: where the mp4 goes; None:
             `<run_dir>/videos/evaluate_<checkpoint or final>_seed<seed>.mp4`.
+        physical: simulate the physical contact model (`smoothing.mode=none`) even if
+            the run trained with a softened one.
 
     Returns:
         {"mean_return", "std_return", "episodes"} and, with `video`, "video" (its path).
@@ -44,7 +47,7 @@ def evaluate_run(
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    policy = load_run_policy(Path(run_dir), checkpoint)
+    policy = load_run_policy(Path(run_dir), checkpoint, physical)
     env, key = policy.env, jax.random.key(seed)
     returns = jax.jit(evaluate, static_argnums=(0, 1, 5))(
         env, policy.actor, policy.actor_params, policy.normalizer, key, episodes

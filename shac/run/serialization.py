@@ -11,6 +11,7 @@ import numpy as np
 from flax import serialization
 
 from envs import MjxEnv
+from envs.physics.smoothing import Smoothing
 from shac.config import ConfigError, TrainConfig, make_env, to_train_config
 from shac.core.algorithms import make_algorithm
 from shac.core.networks import Actor
@@ -101,8 +102,11 @@ class RunPolicy:
     source: Path
 
 
-def load_run_policy(run_dir: Path, checkpoint: int | None = None) -> RunPolicy:
+def load_run_policy(run_dir: Path, checkpoint: int | None = None, physical: bool = False) -> RunPolicy:
     """The policy of a run: its checkpoint `checkpoint`, else `policy.msgpack`, else its newest checkpoint.
+
+    With `physical`, `RunPolicy.env` simulates the physical contact model
+    (`smoothing.mode=none`) whatever contact model the run trained with.
 
     Raises:
         FileNotFoundError: no `config.json` in `run_dir`.
@@ -112,6 +116,8 @@ def load_run_policy(run_dir: Path, checkpoint: int | None = None) -> RunPolicy:
             the run has neither `policy.msgpack` nor a readable checkpoint.
     """
     config = load_config(run_dir)
+    if physical:
+        config = dataclasses.replace(config, smoothing=Smoothing())
     env = make_env(config.env, config.randomization, config.smoothing)
     shac = make_algorithm(config.algo, env)
     abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))

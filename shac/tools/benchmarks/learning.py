@@ -171,15 +171,14 @@ def train_shac(
         return functools.partial(act, shac.actor, actor_params, normalizer)
 
     recorder = Recorder(env, config.name, "paper", seed, budget_s, episodes, make_policy)
-    epochs_per_eval = -(-eval_every_steps // (config.num_envs * config.horizon))
     state = jax.jit(shac.init)(jax.random.key(seed))
     epoch = jax.jit(shac.epoch)
     with contextlib.suppress(BudgetSpent):
         recorder(0, (state.actor_params, state.normalizer))
         while True:
-            for _ in range(epochs_per_eval):
+            next_evaluation = int(state.env_steps) + eval_every_steps
+            while int(state.env_steps) < next_evaluation:  # AHAC's epochs simulate a varying number of steps
                 state, _ = epoch(state)
-            jax.block_until_ready(state)
             recorder(int(state.env_steps), (state.actor_params, state.normalizer))
     return recorder.result()
 
