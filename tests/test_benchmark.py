@@ -123,7 +123,8 @@ def test_peer_configurations_compose_by_name_and_an_empty_peer_is_refused():
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
         cfg = compose("benchmark", overrides=["env=cartpole_swingup", "ppo.lean.learning_rate=1e-3"])
         config = to_config(cfg, BenchmarkConfig)
-    assert list(config.ppo) == ["playground", "brax_example", "brax_example_clipped", "lean"] and list(config.apg) == ["brax_defaults", "lean"]
+    assert list(config.ppo) == ["playground", "brax_example", "brax_example_clipped", "lean"]
+    assert list(config.apg) == ["brax_defaults", "lean"]
     assert isinstance(config.ppo["lean"], PPOConfig) and config.ppo["lean"].learning_rate == 1e-3
     assert config.ppo["lean"].policy_hidden == (64, 64) and config.ppo["lean"].source
     validate_benchmark(config)

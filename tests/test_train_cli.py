@@ -48,6 +48,7 @@ def test_pendulum_learns_to_swing_up(pendulum_run):
     records = [json.loads(line) for line in (pendulum_run / "metrics.jsonl").read_text().splitlines()]
     evals = [r["eval/mean_return"] for r in records if "eval/mean_return" in r]
     assert len(evals) == 3
+    assert [r["eval/terminated"] for r in records if "eval/terminated" in r] == [0.0] * 3
     assert evals[-1] > THRESHOLD, evals
     assert evals[-1] > evals[0] + 100.0, evals
 
@@ -57,6 +58,7 @@ def test_evaluate_cli_prints_a_json_line(pendulum_run):
     assert summary["episodes"] == 8
     assert summary["mean_return"] > THRESHOLD
     assert summary["std_return"] >= 0.0
+    assert (summary["mean_length"], summary["terminated"]) == (100.0, 0.0)  # the pendulum never terminates
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # imageio reads through an ffmpeg subprocess

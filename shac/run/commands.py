@@ -40,7 +40,8 @@ def evaluate_run(
             the run trained with a softened one.
 
     Returns:
-        {"mean_return", "std_return", "episodes"} and, with `video`, "video" (its path).
+        {"mean_return", "std_return", "episodes", "mean_length", "terminated"} (`summarize`)
+        and, with `video`, "video" (its path).
 
     Raises:
         ValueError: episodes < 1. FileNotFoundError, CheckpointError: no policy to load.
@@ -49,10 +50,10 @@ def evaluate_run(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     policy = load_run_policy(Path(run_dir), checkpoint, physical)
     env, key = policy.env, jax.random.key(seed)
-    returns = jax.jit(evaluate, static_argnums=(0, 1, 5))(
+    evaluation = jax.jit(evaluate, static_argnums=(0, 1, 5))(
         env, policy.actor, policy.actor_params, policy.normalizer, key, episodes
     )
-    summary = summarize(returns)
+    summary = summarize(evaluation)
     if video:
         # evaluate() resets episode i from split(key, episodes)[i]: the video replays episode 0
         episode = jax.jit(run_episode, static_argnums=(0, 1))(

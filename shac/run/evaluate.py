@@ -14,6 +14,23 @@ from shac.core.networks import Actor, act
 from shac.core.normalizer import RunningStatistics
 
 
+@struct.dataclass
+class Evaluation:
+    """What deterministic episodes came to, one entry per episode.
+
+    Attributes:
+        returns: float32 [episodes] undiscounted returns.
+        lengths: float32 [episodes] steps until the episode ended (`env.episode_length`
+            for one that reached the time limit).
+        terminated: float32 [episodes] 1.0 where the episode ended by termination (a
+            fall, for the locomotion tasks) rather than at the time limit.
+    """
+
+    returns: jax.Array
+    lengths: jax.Array
+    terminated: jax.Array
+
+
 def evaluate(
     env: MjxEnv,
     actor: Actor,
@@ -21,18 +38,13 @@ def evaluate(
     normalizer: RunningStatistics,
     key: jax.Array,
     episodes: int,
-) -> jax.Array:
-    """Undiscounted returns of `episodes` full episodes under SHAC's mean action (see `evaluate_policy`).
-
-    Returns:
-        float32 [episodes] returns.
-    """
-
+) -> Evaluation:
+    """`episodes` full episodes under SHAC's mean action (see `evaluate_policy`)."""
     return evaluate_policy(env, partial(act, actor, actor_params, normalizer), key, episodes)
 
 
-def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: jax.Array, episodes: int) -> jax.Array:
-    """Undiscounted returns of `episodes` full episodes under a deterministic policy.
+def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: jax.Array, episodes: int) -> Evaluation:
+    """`episodes` full episodes under a deterministic policy: returns, lengths, terminations.
 
     Each episode runs from a fresh reset until it terminates or reaches the
     time limit; rewards after the end are not counted. Any method's policy can
@@ -41,23 +53,24 @@ def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: 
     Args:
         policy: raw observations float32 [episodes, obs_dim] -> actions
             float32 [episodes, action_dim] in [-1, 1].
-
-    Returns:
-        float32 [episodes] returns.
     """
     states = jax.vmap(env.reset)(jax.random.split(key, episodes))
     step_env = jax.vmap(env.step)
 
     def step(carry, _):
-        state, alive, returns = carry
+        state, alive, outcome = carry
         state = step_env(state, policy(state.obs))
-        returns = returns + alive * state.reward
-        alive = alive * (1.0 - state.done)
-        return (state, alive, returns), None
+        outcome = Evaluation(
+            returns=outcome.returns + alive * state.reward,
+            lengths=outcome.lengths + alive,
+            terminated=outcome.terminated + alive * state.terminated,
+        )
+        return (state, alive * (1.0 - state.done), outcome), None
 
-    init = (states, jnp.ones(episodes), jnp.zeros(episodes))
-    (_, _, returns), _ = jax.lax.scan(step, init, None, length=env.episode_length)
-    return returns
+    zeros = jnp.zeros(episodes)
+    init = (states, jnp.ones(episodes), Evaluation(returns=zeros, lengths=zeros, terminated=zeros))
+    (_, _, outcome), _ = jax.lax.scan(step, init, None, length=env.episode_length)
+    return outcome
 
 
 @struct.dataclass
@@ -97,10 +110,13 @@ def run_episode(
     return Episode(obs=obs, actions=actions, qpos=qpos, rewards=rewards, alive=alive)
 
 
-def summarize(returns: jax.Array) -> dict[str, float]:
-    """The JSON summary of evaluation returns: mean_return, std_return, episodes."""
+def summarize(evaluation: Evaluation) -> dict[str, float]:
+    """The JSON summary of an evaluation: mean_return, std_return, episodes, mean_length and
+    terminated (the fraction of episodes that ended by termination)."""
     return {
-        "mean_return": float(jnp.mean(returns)),
-        "std_return": float(jnp.std(returns)),
-        "episodes": int(returns.shape[0]),
+        "mean_return": float(jnp.mean(evaluation.returns)),
+        "std_return": float(jnp.std(evaluation.returns)),
+        "episodes": int(evaluation.returns.shape[0]),
+        "mean_length": float(jnp.mean(evaluation.lengths)),
+        "terminated": float(jnp.mean(evaluation.terminated)),
     }

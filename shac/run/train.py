@@ -250,8 +250,8 @@ def _loop(
             metrics = {**metrics, "train/bad_epochs": bad_epochs}
             epoch_eval_key, video_key = jax.random.split(jax.random.fold_in(eval_key, epoch))
             if (every and epoch % every == 0) or last:
-                returns = eval_fn(state.actor_params, state.normalizer, epoch_eval_key)
-                metrics = {**metrics, **{f"eval/{k}": v for k, v in summarize(returns).items()}}
+                evaluation = eval_fn(state.actor_params, state.normalizer, epoch_eval_key)
+                metrics = {**metrics, **{f"eval/{k}": v for k, v in summarize(evaluation).items()}}
             if epoch % config.logger.log_every == 0 or last or "eval/mean_return" in metrics:
                 tracker.log(epoch, int(state.env_steps), jax.device_get(metrics))
             if video_every and epoch % video_every == 0:

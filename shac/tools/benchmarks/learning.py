@@ -114,7 +114,7 @@ class Recorder:
         self.raw: list[tuple[int, float, float]] = []
 
         def returns(params, key):
-            return evaluate_policy(env, make_policy(params), key, episodes)
+            return evaluate_policy(env, make_policy(params), key, episodes).returns
 
         self._evaluate = jax.jit(returns)
 
