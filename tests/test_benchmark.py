@@ -125,6 +125,9 @@ def test_peer_configurations_compose_by_name_and_an_empty_peer_is_refused():
         config = to_config(cfg, BenchmarkConfig)
     assert list(config.ppo) == ["playground", "brax_example", "brax_example_clipped", "lean"]
     assert list(config.apg) == ["brax_defaults", "lean"]
+    clipped, unclipped = config.ppo["brax_example_clipped"], config.ppo["brax_example"]
+    assert (clipped.max_grad_norm, unclipped.max_grad_norm) == (1.0, None)
+    assert dataclasses.replace(clipped, source=unclipped.source, max_grad_norm=None) == unclipped
     assert isinstance(config.ppo["lean"], PPOConfig) and config.ppo["lean"].learning_rate == 1e-3
     assert config.ppo["lean"].policy_hidden == (64, 64) and config.ppo["lean"].source
     validate_benchmark(config)
