@@ -10,25 +10,18 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from shac.config import AhacConfig, AlgoConfig
 from shac.core import losses
 from shac.core.ahac import PATIENCE, Ahac, horizon_update
 from shac.core.algorithm import Shac
 from shac.core.rollout import Window, contact_stiffness, rollout
+from tests import tiny_configs
 from tests.toy_env import LineEnv
 
-CONFIG = AlgoConfig(
-    name="ahac",
-    num_envs=4,
+CONFIG = dataclasses.replace(
+    tiny_configs.AHAC,
     horizon=8,
-    max_epochs=10,
-    actor_hidden=(8,),
-    critic_hidden=(8,),
     critic_iterations=8,
-    critic_minibatches=2,
-    num_critics=2,
-    critic_combine="min",
-    ahac=AhacConfig(min_horizon=3, stiffness_threshold=5.0, horizon_lr=0.5),
+    ahac=dataclasses.replace(tiny_configs.AHAC.ahac, min_horizon=3),
 )
 
 

@@ -7,20 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac.config import AlgoConfig
 from shac.core.algorithm import Shac
+from tests import tiny_configs
 from tests.toy_env import LineEnv
 
-CONFIG = AlgoConfig(
-    num_envs=4,
-    horizon=4,
-    max_epochs=10,
-    actor_hidden=(8,),
-    critic_hidden=(8,),
-    critic_iterations=2,
-    critic_minibatches=2,
-    target_alpha=0.25,
-)
+CONFIG = dataclasses.replace(tiny_configs.SHAC, target_alpha=0.25)
 
 
 def leaves(tree):

@@ -12,18 +12,16 @@ import pytest
 
 import envs
 from shac.config import (
-    AhacConfig,
-    AlgoConfig,
     CheckpointConfig,
     EnvConfig,
     EvalConfig,
     LoggerConfig,
-    SapoConfig,
     TrainConfig,
 )
 from shac.core.algorithms import ALGORITHMS, make_algorithm
 from shac.run.checkpoint import state_arrays
 from shac.run.train import train
+from tests import tiny_configs
 from tests.conftest import run_cli
 from tests.toy_env import LineEnv, RegisteredLineEnv
 
@@ -35,37 +33,11 @@ LEARNING_ARGS = {
     "sapo": ["algo=sapo"],
 }
 
-BASE = AlgoConfig(
-    num_envs=4,
-    horizon=4,
-    max_epochs=4,
-    actor_hidden=(8,),
-    critic_hidden=(8,),
-    critic_iterations=8,
-    critic_minibatches=2,
-)
+BASE = dataclasses.replace(tiny_configs.SHAC, max_epochs=4, critic_iterations=8)
 ALGO_CONFIGS = {
     "shac": BASE,
-    "ahac": dataclasses.replace(
-        BASE,
-        name="ahac",
-        num_critics=2,
-        critic_combine="min",
-        ahac=AhacConfig(min_horizon=2, stiffness_threshold=5.0, horizon_lr=0.5),
-    ),
-    "sapo": dataclasses.replace(
-        BASE,
-        name="sapo",
-        num_critics=2,
-        critic_combine="mean",
-        target_alpha=0.0,
-        weight_decay=0.01,
-        activation="silu",
-        state_dependent_std=True,
-        actor_grad_norm=0.5,
-        critic_grad_norm=0.5,
-        sapo=SapoConfig(),
-    ),
+    "ahac": dataclasses.replace(tiny_configs.AHAC, max_epochs=4, critic_iterations=8),
+    "sapo": dataclasses.replace(tiny_configs.SAPO, max_epochs=4, critic_iterations=8),
 }
 
 

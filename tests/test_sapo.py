@@ -8,29 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac.config import AlgoConfig, SapoConfig
+from shac.config import SapoConfig
 from shac.core.sapo import Sapo
 from shac.run import export
+from tests import tiny_configs
 from tests.test_ahac import window_of
 from tests.toy_env import LineEnv
 
-CONFIG = AlgoConfig(
-    name="sapo",
-    num_envs=4,
-    horizon=4,
-    max_epochs=10,
-    actor_hidden=(8,),
-    critic_hidden=(8,),
-    critic_iterations=2,
-    critic_minibatches=2,
-    num_critics=2,
-    critic_combine="mean",
-    target_alpha=0.0,
-    weight_decay=0.01,
-    activation="silu",
-    state_dependent_std=True,
-    actor_grad_norm=0.5,
-    critic_grad_norm=0.5,
+CONFIG = dataclasses.replace(
+    tiny_configs.SAPO,
     sapo=SapoConfig(init_temperature=2.0, temperature_lr=5e-3, target_entropy_per_action=-0.5),
 )
 
