@@ -1,5 +1,6 @@
 """Domain randomisation: per-episode model parameters that keep gradients, and training from a sysid report."""
 
+import dataclasses
 import json
 import re
 
@@ -10,7 +11,6 @@ import pytest
 
 import envs
 from shac.config import (
-    AlgoConfig,
     ConfigError,
     EnvConfig,
     EvalConfig,
@@ -20,6 +20,7 @@ from shac.config import (
     to_train_config,
 )
 from shac.run.train import train
+from tests import tiny_configs
 
 
 def test_reset_samples_parameters_per_env_and_step_uses_them():
@@ -82,15 +83,7 @@ def test_training_with_randomization_from_a_sysid_report(tmp_path):
     report.write_text(json.dumps({"parameters": {"joint:hinge:damping": {"estimate": 0.1, "relative_std": 0.1}}}))
     config = TrainConfig(
         env=EnvConfig(name="pendulum_swingup"),
-        algo=AlgoConfig(
-            num_envs=4,
-            horizon=4,
-            max_epochs=2,
-            actor_hidden=(8,),
-            critic_hidden=(8,),
-            critic_iterations=1,
-            critic_minibatches=1,
-        ),
+        algo=dataclasses.replace(tiny_configs.SHAC, max_epochs=2, critic_iterations=1, critic_minibatches=1),
         randomization=RandomizationConfig(mode="from_sysid", report=str(report), num_std=2.0),
         eval=EvalConfig(every=0, episodes=2),
         logger=LoggerConfig(mode="disabled", progress=False),

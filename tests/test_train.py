@@ -1,5 +1,6 @@
 """The training loop's guards, on the toy env: bad epochs stop a run, a second signal stops it at once."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -8,24 +9,17 @@ import sys
 import jax.numpy as jnp
 import pytest
 
-from shac.config import AlgoConfig, CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, LoopConfig, TrainConfig
+from shac.config import CheckpointConfig, EnvConfig, EvalConfig, LoggerConfig, LoopConfig, TrainConfig
 from shac.run import parallel
 from shac.run import train as train_module
 from shac.run.checkpoint import Checkpointer
 from shac.run.tracking import read_records
+from tests import tiny_configs
 from tests.conftest import ROOT
 
 CONFIG = TrainConfig(
     env=EnvConfig(name="tests.toy_env:RegisteredLineEnv", episode_length=4),
-    algo=AlgoConfig(
-        num_envs=4,
-        horizon=4,
-        max_epochs=20,
-        actor_hidden=(8,),
-        critic_hidden=(8,),
-        critic_iterations=2,
-        critic_minibatches=2,
-    ),
+    algo=dataclasses.replace(tiny_configs.SHAC, max_epochs=20),
     eval=EvalConfig(every=0, episodes=2),
     logger=LoggerConfig(mode="disabled", progress=False),
     checkpoint=CheckpointConfig(every=2),

@@ -1,6 +1,7 @@
 """Tiny algorithm configs for the toy env's unit tests (8-unit networks, 4 envs): SHAC's, and the
-changes that make it AHAC (two critics, the smaller bootstraps) or SAPO (two critics averaged, no
-target critic, AdamW, SiLU, a state-dependent std, clipped gradients)."""
+changes that make it AHAC (two critics combined by their minimum, a window adapting from 2 steps)
+or SAPO (two critics averaged, no target critic, AdamW, SiLU, a state-dependent std, clipped
+gradients)."""
 
 import dataclasses
 

@@ -6,27 +6,20 @@ starts): `python -m tests.two_devices <out.npz>`. The npz holds `one/<name>` and
 was placed.
 """
 
+import dataclasses
 import json
 import sys
 
 import jax
 import numpy as np
 
-from shac.config import AlgoConfig
 from shac.core.algorithm import Shac
 from shac.run import parallel
 from shac.run.checkpoint import state_arrays
+from tests import tiny_configs
 from tests.toy_env import LineEnv
 
-CONFIG = AlgoConfig(
-    num_envs=8,
-    horizon=4,
-    max_epochs=3,
-    actor_hidden=(8,),
-    critic_hidden=(8,),
-    critic_iterations=2,
-    critic_minibatches=2,
-)
+CONFIG = dataclasses.replace(tiny_configs.SHAC, num_envs=8, max_epochs=3)
 
 
 def train(devices: list[jax.Device]):
