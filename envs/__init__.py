@@ -4,8 +4,10 @@ The lowest layer: the environment contract (`base.py`), one file per task, what 
 locomotion tasks share (`locomotion.py`), the physics helpers (`physics/`) and every use
 of another library's private API (`private_apis.py`). A new task of this repository goes
 here as a module and an entry in `_REGISTRY`; a task in another package needs no change
-here (see `resolve`). Modules here may import JAX, MuJoCo, MJX and brax's `Env`
-interface, never `shac` or `launch`.
+here (see `resolve`). MuJoCo Playground's tasks come in as `playground/<Name>` through
+one file, `playground.py`, the only module that imports `mujoco_playground` (an
+optional extra). Modules here may import JAX, MuJoCo, MJX and brax's `Env` interface,
+never `shac` or `launch`.
 """
 
 from __future__ import annotations
@@ -45,15 +47,25 @@ def resolve(name: str) -> type:
     """The environment class `name` stands for.
 
     Args:
-        name: a registered name (`cartpole_swingup`), the name of an entry point in
-            the `shac.envs` group of an installed package, or `package.module:Class`
+        name: a registered name (`cartpole_swingup`), a MuJoCo Playground task
+            (`playground/CartpoleSwingup`), the name of an entry point in the
+            `shac.envs` group of an installed package, or `package.module:Class`
             (importable from the working directory or the environment).
 
     Raises:
-        ValueError: naming what was not found and the names available.
+        ValueError: naming what was not found and the names available (for a
+            Playground task, the close matches; without Playground installed,
+            the `pip install` that adds it).
     """
     if name in _REGISTRY:
         return _REGISTRY[name]
+    if name.startswith("playground/"):
+        from envs import playground
+
+        try:
+            return playground.task_class(name)
+        except ImportError as e:
+            raise ValueError(f"env '{name}': {e}") from None
     if ":" in name:
         module_name, _, class_name = name.partition(":")
         try:
@@ -65,7 +77,9 @@ def resolve(name: str) -> type:
         return getattr(module, class_name)
     for entry_point in entry_points(group=ENTRY_POINT_GROUP, name=name):
         return entry_point.load()
-    raise ValueError(f"unknown env '{name}'; available: {', '.join(names())}, or package.module:Class")
+    raise ValueError(
+        f"unknown env '{name}'; available: {', '.join(names())}, playground/<Name> or package.module:Class"
+    )
 
 
 def declared_episode_length(name: str) -> int | None:

@@ -141,6 +141,28 @@ class MjxEnv(BraxEnv, abc.ABC):
         spec = mujoco.MjSpec.from_file(str(ASSETS / xml))
         mj_model = compile_model(spec, physics or {}, substeps, ctrl_dt)
         check_differentiable(mj_model, xml)
+        self._set_model(
+            mj_model,
+            ctrl_dt=ctrl_dt,
+            episode_length=episode_length,
+            smoothing=smoothing,
+            randomization=randomization,
+            unroll_substeps=unroll_substeps,
+            max_velocity=max_velocity,
+        )
+
+    def _set_model(
+        self,
+        mj_model: mujoco.MjModel,
+        *,
+        ctrl_dt: float,
+        episode_length: int,
+        smoothing: Smoothing,
+        randomization: Mapping[str, tuple[float, float]] | None,
+        unroll_substeps: bool,
+        max_velocity: float | None,
+    ) -> None:
+        """Sets the physics of this environment from a compiled, differentiable model (see the class's Args)."""
         n_substeps = round(ctrl_dt / mj_model.opt.timestep)
         if n_substeps < 1 or abs(n_substeps * mj_model.opt.timestep - ctrl_dt) > 1e-9:
             raise ValueError(f"ctrl_dt={ctrl_dt} is not a multiple of the model time step {mj_model.opt.timestep}")
@@ -169,6 +191,14 @@ class MjxEnv(BraxEnv, abc.ABC):
             return self.mjx_model
         return write_all(self.mjx_model, self.randomized, state.info["model_params"])
 
+    def _sample_model_params(self, rng: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """The key left for the reset, and the state's info with an episode's model parameters if randomised."""
+        if not self.randomized:
+            return rng, {}
+        rng, param_key = jax.random.split(rng)
+        low, high = self.randomization_ranges.T
+        return rng, {"model_params": jax.random.uniform(param_key, low.shape, minval=low, maxval=high)}
+
     # ----------------------------------------------------------- task hooks
 
     @abc.abstractmethod
@@ -196,11 +226,7 @@ class MjxEnv(BraxEnv, abc.ABC):
 
     def reset(self, rng: jax.Array) -> State:
         """A fresh episode from a randomised initial state (and model parameters, if randomised)."""
-        info = {}
-        if self.randomized:
-            rng, param_key = jax.random.split(rng)
-            low, high = self.randomization_ranges.T
-            info["model_params"] = jax.random.uniform(param_key, low.shape, minval=low, maxval=high)
+        rng, info = self._sample_model_params(rng)
         data = self.initial_data(rng)
         action = jnp.zeros(self.action_size)
         _, metrics = self.reward(data, action)

@@ -99,3 +99,75 @@ def parse_hydra_overrides(overrides: Sequence[str]) -> list:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     return OverridesParser.create().parse_overrides(list(overrides))
+
+
+@contextlib.contextmanager
+def mjx_linesearch_step_held() -> Iterator[None]:
+    """Within the block, MJX's solver differentiates its line search with the step length held constant.
+
+    The values are MJX's own (to float rounding); only the derivative changes. MJX's
+    one-iteration Newton solver moves the acceleration by `alpha * search` and
+    finds `alpha` as a Newton step `-deriv_0 / deriv_1` along `search`. Where the
+    start is already the solution to float precision (no constraint active:
+    `search` is rounding noise near 1e-10), the derivative of that ratio
+    overflows float32 and the backward pass turns it into NaN, although `alpha *
+    search` is tiny and smooth (docs/playground.md, "The NaN gradient"). Held, the
+    step contributes `alpha * d(search)`: exact where `alpha` is the solution of a
+    quadratic piece (no contact changes along the line), an approximation where
+    it is not.
+
+    Private: `mujoco.mjx._src.solver._linesearch` (looked up by `solve` when a
+    step is traced), `mujoco.mjx._src.support.mul_m` and `Data._impl.efc_J`
+    (checked: mujoco-mjx 3.17.0). Test: tests/test_private_apis.py counts the NaN
+    Jacobians of one step over random states of a cart-pole with a slider limit,
+    with and without the block.
+    """
+    import jax
+    import jax.numpy as jnp
+    from mujoco.mjx._src import solver, support
+
+    original = solver._linesearch
+
+    def held(m, d, ctx):
+        searched = jax.lax.stop_gradient(original(m, d, ctx))
+        search = jax.lax.stop_gradient(ctx.search)
+        squared = jnp.dot(search, search)
+        moved = jnp.dot(searched.qacc - jax.lax.stop_gradient(ctx.qacc), search)
+        alpha = jnp.where(squared > 0, moved / jnp.where(squared > 0, squared, 1.0), 0.0)
+        return ctx.replace(
+            qacc=ctx.qacc + alpha * ctx.search,
+            Ma=ctx.Ma + alpha * support.mul_m(m, d, ctx.search),
+            Jaref=ctx.Jaref + alpha * (d._impl.efc_J @ ctx.search),
+        )
+
+    solver._linesearch = held
+    try:
+        yield
+    finally:
+        solver._linesearch = original
+
+
+def playground_with_model(env: Any, mjx_model: Any) -> Any:
+    """A shallow copy of the MuJoCo Playground environment `env` that simulates `mjx_model`.
+
+    Private: Playground's environments keep their MJX model in `_mjx_model` and
+    read it through the `mjx_model` property in `step` (checked: playground 0.2.0,
+    dm_control suite). Values a task derived from its model in its constructor
+    keep the constructor's. Test: tests/test_playground.py (a heavier pendulum
+    falls differently).
+    """
+    import copy
+
+    clone = copy.copy(env)
+    clone._mjx_model = mjx_model
+    return clone
+
+
+def playground_menagerie_path(playground: Any) -> Any:
+    """Where MuJoCo Playground (the module `playground`) looks for MuJoCo Menagerie's robot models (an `epath.Path`).
+
+    Private: `mujoco_playground._src.mjx_env.MENAGERIE_PATH`; Playground git-clones
+    Menagerie there the first time a locomotion or manipulation task loads
+    (checked: playground 0.2.0). Test: tests/test_playground.py (a missing path fails in one line).
+    """
+    return playground._src.mjx_env.MENAGERIE_PATH

@@ -1,6 +1,8 @@
 """Benchmarks against the peers: `python launch/benchmark.py suite=learning env=ant budget_minutes=6 seeds=1`.
 
-suite=learning trains every configuration of brax APG and brax PPO in
+suite=playground (with env=playground) surveys MuJoCo Playground's tasks (built,
+8-step gradient, a short SHAC run each) and runs the learning comparison on
+`playground.tasks` (docs/playground.md). suite=learning trains every configuration of brax APG and brax PPO in
 configs/peers/<env>.yaml with one seed, then SHAC (and with methods=[...] AHAC,
 SAPO) and each peer's best configuration with `seeds` seeds, all with the same
 training wall-clock budget per run (compile and evaluation time excluded) and
@@ -136,10 +138,45 @@ def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     return results
 
 
+def playground(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
+    """The survey of every listed Playground task, then the learning comparison on `playground.tasks`
+    (saving results.json after each task)."""
+    from shac.tools.benchmarks import playground as survey
+
+    options = config.playground
+    results = {**meta, "suite": "playground", "algo": dataclasses.asdict(config.algo), "survey": [], "learning": {}}
+    if options.survey:
+        names = options.survey_tasks or tuple(survey.dm_control_tasks())
+        for name in names:
+            print(f"survey {name}", flush=True)
+            entry = survey.survey_task(name, config.algo, options.survey_epochs, config.seed)
+            print("  " + json.dumps(entry), flush=True)
+            results["survey"].append(entry)
+            (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    for name in options.tasks:
+        task_config = dataclasses.replace(config, env=dataclasses.replace(config.env, name=name))
+        results["learning"][name] = learning(task_config, meta)
+        (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    return results
+
+
 def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
     """The docs section name, the Markdown table and the plots (written into `out`) of `results`."""
     from shac.tools.benchmarks import report
 
+    if results["suite"] == "playground":
+        from shac.tools.benchmarks import playground as survey
+
+        tables, plots = [], []
+        if results["survey"]:
+            tables.append(f"Every task surveyed:\n\n{survey.survey_table(results['survey'])}")
+        for name, learned in results["learning"].items():
+            folder = out / name.removeprefix("playground/")
+            folder.mkdir(parents=True, exist_ok=True)
+            _, table, task_plots = render(learned, folder)
+            tables.append(f"{name}:\n\n{table}")
+            plots += task_plots
+        return "playground", "\n\n".join(tables), plots
     if results["suite"] == "learning":
         records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]
         chosen = results.get("chosen", {r["method"]: "default" for r in records})
@@ -198,6 +235,9 @@ def main(cfg: DictConfig) -> None:
             results["runs"] = [retime(run) for run in results["runs"]]
     elif config.suite == "learning":
         results = learning(config, machine(load_average))
+    elif config.suite == "playground":
+        out.mkdir(parents=True, exist_ok=True)
+        results = playground(config, out, machine(load_average))
     else:
         results = throughput(config, out, machine(load_average))
     out.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,10 @@ Add `-m` for a sweep, e.g. `-m seed=0,1,2 algo.horizon=16,32`: each run goes to
 the W&B group `<time>` unless `logger.group` is set. `hydra/launcher=slurm`
 submits the sweep's runs as a SLURM job array (configs/hydra/launcher/slurm.yaml).
 
+At the end, process 0 prints `run directory: <dir>` and, as its last line, one
+JSON object: the last logged `epoch`, `env_steps`, `wall_time_s` and `eval/*`
+(null for a non-finite value).
+
 The environments are split over all local devices. `distributed.enabled=true`
 joins a multi-process run (see `shac.config.DistributedConfig`); every process
 runs the same command.
@@ -24,6 +28,7 @@ its last good state.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -98,7 +103,7 @@ def main(cfg: DictConfig) -> None:
         return
     print(f"run directory: {run_dir}")
     summary = {k: v for k, v in record.items() if k.startswith("eval/") or k in ("epoch", "env_steps", "wall_time_s")}
-    print(summary)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import envs
 from envs.physics.smoothing import Smoothing
@@ -59,8 +60,9 @@ class EnvConfig:
     """Which environment to train on."""
 
     name: str = "cartpole_swingup"
-    """A registered environment (see `envs.names()`), an installed package's `shac.envs` entry
-    point, or `package.module:Class` (README, "Adding an environment")."""
+    """A registered environment (see `envs.names()`), a MuJoCo Playground task `playground/<Name>`
+    (docs/playground.md), an installed package's `shac.envs` entry point, or `package.module:Class`
+    (README, "Adding an environment")."""
     episode_length: int | None = None
     """Control steps per episode; None keeps the environment's default."""
     substeps: int | None = None
@@ -75,6 +77,12 @@ class EnvConfig:
     max_velocity: float | None = None
     """Bound on every joint velocity (rad/s or m/s) past which a state counts as exploded and is
     reset like a non-finite one; None keeps the environment's default (`MjxEnv.max_velocity`)."""
+    obs_key: str | None = None
+    """The entry of a dictionary observation the policy sees (Playground's locomotion tasks:
+    `state`, `privileged_state`); None: the environment's own choice (Playground: `state`)."""
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+    """Values of a Playground task's own config, by Playground's key (e.g. `{ctrl_dt: 0.02}`);
+    `impl` can only be `jax`. Empty for every other environment."""
 
     def __post_init__(self):
         try:
@@ -546,6 +554,10 @@ def make_env(
         options["physics"] = env_cfg.physics
     if env_cfg.max_velocity is not None:
         options["max_velocity"] = env_cfg.max_velocity
+    if env_cfg.obs_key is not None:
+        options["obs_key"] = env_cfg.obs_key
+    if env_cfg.config_overrides:
+        options["config_overrides"] = env_cfg.config_overrides
     if smoothing is not None:
         options["smoothing"] = smoothing
     try:

@@ -45,7 +45,7 @@ SHARED_WORK = {
 """Modules that must run in one worker because they share compiled functions or a fixture."""
 INDEPENDENT = {"test_gradients"}
 """Modules whose tests share nothing costly: each test may go to any worker."""
-FIRST = ["env_runs", "pendulum_run", "test_gradients", "test_smoothing", "test_benchmark"]
+FIRST = ["env_runs", "pendulum_run", "test_playground", "test_gradients", "test_smoothing", "test_benchmark"]
 """The longest groups, started first so that no long one is left for the end."""
 
 

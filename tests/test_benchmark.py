@@ -205,3 +205,45 @@ def test_gradient_profile_prints_times_and_the_largest_kernels(tmp_path):
     kernels = re.findall(r"^  (\S+) +([\d.]+) ms +(\d+) calls", out, re.MULTILINE)
     assert len(kernels) == 6 and all(int(calls) > 0 for _, _, calls in kernels)
     assert list((tmp_path / "pendulum_swingup" / "gradient").rglob("*.trace.json.gz"))
+
+
+def test_the_playground_suite_composes_its_one_setting_and_peers_and_needs_env_playground():
+    from hydra import compose, initialize_config_dir
+
+    from launch.benchmark import ROOT
+    from shac.config import ConfigError
+    from shac.run.hydra_config import to_config
+    from shac.tools.benchmarks.config import DM_CONTROL_SAMPLE, BenchmarkConfig, validate_benchmark
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        config = to_config(compose("benchmark", overrides=["suite=playground", "env=playground"]), BenchmarkConfig)
+        other = to_config(compose("benchmark", overrides=["suite=playground"]), BenchmarkConfig)
+    validate_benchmark(config)
+    assert (config.algo.horizon, config.algo.num_critics, config.playground.tasks) == (16, 2, DM_CONTROL_SAMPLE)
+    assert config.ppo["playground"].reward_scaling == 10.0  # Playground's own: its rewards are in [0, 1]
+    with pytest.raises(ConfigError, match="suite=playground needs env=playground"):
+        validate_benchmark(other)
+
+
+def test_the_survey_table_shows_failures_flat_rewards_and_costs():
+    from shac.tools.benchmarks.playground import survey_table
+
+    entries = [
+        {"task": "playground/ReacherEasy", "built": False, "error": "cannot be built: AttributeError"},
+        {
+            "task": "playground/PendulumSwingup",
+            "built": True,
+            "model_changes": ["opt.iterations 4 -> 1 (MJX's reverse mode needs one solver iteration)"],
+            "reward_grad_norm": 0.0,
+            "obs_grad_norm": 2.5,
+            "finite": True,
+            "flat_reward": True,
+            "first_epoch_s": 61.2,
+            "us_per_env_step": 83.4,
+            "skipped_updates": 0.0,
+            "epochs": 10,
+        },
+    ]
+    rows = survey_table(entries).splitlines()
+    assert rows[2] == "| playground/ReacherEasy | no: cannot be built: AttributeError | | | | | | |"
+    assert rows[3] == "| playground/PendulumSwingup | yes | opt.iterations 4 -> 1 | 0 / 2.5 | yes | 61 | 83 | 0 of 10 |"

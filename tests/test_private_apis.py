@@ -91,3 +91,29 @@ def test_brax_apg_hands_its_parameters_to_the_callback_where_it_would_evaluate()
             seed=0,
         )
     assert len(seen) == 2 and all(callable(make_policy) for make_policy in seen)
+
+
+def test_holding_the_line_search_step_turns_mjx_nan_jacobians_finite_and_keeps_the_step():
+    model = mjx.put_model(mujoco.MjModel.from_xml_path("tests/assets/cart_pole_limited.xml"), impl="jax")
+
+    def step(qpos, qvel):
+        data = mjx.make_data(model).replace(qpos=qpos, qvel=qvel)
+        return mjx.step(model, data).qvel
+
+    keys = jax.random.split(jax.random.key(0), 3)
+    n = 1024  # random states well inside the slider's range: its limit row is never active
+    qpos = jnp.stack([jax.random.uniform(keys[0], (n,), minval=-0.5, maxval=0.5), jax.random.uniform(keys[1], (n,))], 1)
+    qpos = qpos.at[:, 1].multiply(2 * jnp.pi)
+    qvel = 0.1 * jax.random.normal(keys[2], (n, 2))
+
+    def nan_jacobians():
+        jacobians = jax.jit(jax.vmap(jax.jacrev(step, argnums=(0, 1))))(qpos, qvel)
+        finite = jnp.stack([jnp.isfinite(j).all(axis=(1, 2)) for j in jacobians]).all(axis=0)
+        return int((~finite).sum()), jax.jit(jax.vmap(step))(qpos, qvel)
+
+    nan_without, stepped = nan_jacobians()
+    with private_apis.mjx_linesearch_step_held():
+        nan_with, stepped_held = nan_jacobians()
+    assert nan_without > 0  # MJX's own derivative (about 1% of states with mujoco-mjx 3.17.0)
+    assert nan_with == 0
+    np.testing.assert_allclose(stepped_held, stepped, rtol=1e-5, atol=1e-7)

@@ -1,12 +1,23 @@
-"""metrics.jsonl is always written; W&B files only when W&B is on; plain progress lines off a terminal."""
+"""metrics.jsonl is always written; W&B files only when W&B is on; plain progress lines off a terminal, their
+steps/s, ETA and return; the JSON last line of launch/train.py."""
 
 import json
+import math
 import re
 import subprocess
 import sys
 
-from shac.config import LoggerConfig, TrainConfig
-from shac.run.tracking import METRICS_FILE, WANDB_ID_FILE, Tracker, log_artifact, progress_line, read_records
+from shac.config import AlgoConfig, LoggerConfig, TrainConfig
+from shac.run.tracking import (
+    METRICS_FILE,
+    WANDB_ID_FILE,
+    Pace,
+    RecentReturns,
+    Tracker,
+    log_artifact,
+    progress_line,
+    read_records,
+)
 from tests.conftest import ROOT
 
 
@@ -80,6 +91,21 @@ def test_a_warning_shows_at_the_end_of_the_progress_line_until_cleared(tmp_path,
         assert task.fields["warning"] == ""
 
 
+def test_the_live_bar_shows_the_recent_return_and_no_rate_before_a_second_epoch(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    progress = TrainConfig(algo=AlgoConfig(num_envs=2), logger=LoggerConfig(mode="disabled", progress=True))
+    with Tracker(progress, tmp_path) as tracker:
+        tracker.compiled(41.0)
+        metrics = {"train/episodes": 2.0, "train/episode_return": -7.0}
+        tracker.epoch_done(1, 16, metrics)
+        tracker.log(1, 16, metrics)
+        fields = tracker._progress.tasks[0].fields
+        assert (fields["episode_return"], fields["steps_per_s"], fields["eta"]) == ("-7.0 (2 ep)", "-", "-")
+        tracker.epoch_done(2, 32, metrics)
+        tracker.log(2, 32, metrics)
+        assert fields["steps_per_s"] != "-" and fields["eta"] != "-"
+
+
 def test_off_a_terminal_a_warning_is_a_line_of_its_own(tmp_path, capsys):
     progress = TrainConfig(logger=LoggerConfig(mode="disabled", progress=True))
     with Tracker(progress, tmp_path) as tracker:
@@ -90,15 +116,71 @@ def test_off_a_terminal_a_warning_is_a_line_of_its_own(tmp_path, capsys):
 
 
 def test_progress_line_by_hand():
-    # 1,024,000 steps / 88 s = 11,636.4 steps/s; 88 s = 0:01:28, 792 s = 0:13:12
-    line = progress_line(50, 500, 1_024_000, -450.23, 88.0, 792.0)
-    assert line == "epoch 50/500 | 1,024,000 steps | return -450.2 | 11,636 steps/s | elapsed 0:01:28 | ETA 0:13:12"
-    assert "| return - |" in progress_line(1, 500, 2048, None, 1.0, 499.0)
+    # 88 s = 0:01:28, 792 s = 0:13:12
+    line = progress_line(50, 500, 1_024_000, (-450.23, 1_280), 11_636.4, 88.0, 792.0)
+    assert line == (
+        "epoch 50/500 | 1,024,000 steps | return -450.2 (1,280 ep) | 11,636 steps/s | elapsed 0:01:28 | ETA 0:13:12"
+    )
+    assert progress_line(1, 500, 2048, None, None, 41.0, None) == (
+        "epoch 1/500 | 2,048 steps | return - | - steps/s | elapsed 0:00:41 | ETA -"
+    )
+
+
+def test_pace_leaves_out_the_first_epoch_and_takes_medians_of_the_recent_ones():
+    pace = Pace(window=3)
+    pace.add(1, 2048, 41.0)  # the end of the first epoch: its 41 s, compilation included, count nowhere
+    assert pace.steps_per_s() is None and pace.seconds_per_epoch() is None
+    for epoch, end in [(2, 41.5), (3, 42.0), (4, 50.5), (5, 51.5)]:  # epoch 4 stalls (an evaluation compiling)
+        pace.add(epoch, epoch * 2048, end)
+    # the window holds epochs 3, 4 and 5, of 0.5, 8.5 and 1.0 s (a mean would say 3.33 s)
+    assert pace.seconds_per_epoch() == 1.0
+    assert pace.steps_per_s() == 2048.0
+    pace.add(7, 7 * 2048, 52.5)  # two epochs between two ends: 0.5 s each
+    pace.add(8, 8 * 2048, 53.0)
+    assert pace.seconds_per_epoch() == 0.5  # epochs 5, 6-7 and 8, the stall gone
+    assert pace.steps_per_s() == 4096.0
+
+
+def test_recent_returns_go_back_until_they_hold_the_minimum_count():
+    returns = RecentReturns(min_episodes=4)
+    returns.add(0, float("nan"))  # no episode ended
+    assert returns.mean() is None
+    returns.add(2, -10.0)
+    assert returns.mean() == (-10.0, 2)
+    returns.add(1, -40.0)
+    assert returns.mean() == (-20.0, 3)  # (2 x -10 - 40) / 3
+    returns.add(0, float("nan"))
+    returns.add(3, 20.0)
+    assert returns.mean() == (5.0, 4)  # the latest 3 and the 1 before them make 4: the 2 at -10 drop out
+    returns.add(4, 1.0)
+    assert returns.mean() == (1.0, 4)
+    returns.add(1, float("nan"))  # a non-finite return shows, until it is old enough to drop out
+    mean, episodes = returns.mean()
+    assert math.isnan(mean) and episodes == 5
+    returns.add(4, 3.0)
+    assert returns.mean() == (3.0, 4)
+
+
+def test_the_compile_time_is_a_line_of_its_own_and_returns_show_once_an_episode_ends(tmp_path, capsys):
+    progress = TrainConfig(
+        algo=AlgoConfig(num_envs=2, max_epochs=4), logger=LoggerConfig(mode="disabled", progress=True, progress_every=1)
+    )
+    with Tracker(progress, tmp_path) as tracker:
+        tracker.compiled(41.4)
+        for epoch, (episodes, episode_return) in enumerate([(0, float("nan")), (2, -7.0), (0, float("nan"))], 1):
+            metrics = {"train/episodes": episodes, "train/episode_return": episode_return}
+            tracker.epoch_done(epoch, epoch * 16, metrics)
+            tracker.log(epoch, epoch * 16, metrics)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "compiled in 41 s"
+    assert [m[4] for m in map(LINE.match, lines[1:])] == ["-", "-7.0 (2 ep)", "-7.0 (2 ep)"]
+    assert " - steps/s " in lines[1] and lines[1].endswith("ETA -")  # one epoch ended: no rate yet
+    assert " - steps/s " not in lines[2] and not lines[2].endswith("ETA -")
 
 
 LINE = re.compile(
-    r"^epoch (\d+)/(\d+) \| ([\d,]+) steps \| return (-|-?[\d.]+) \| [\d,]+ steps/s \| "
-    r"elapsed \d+:\d\d:\d\d \| ETA \d+:\d\d:\d\d$"
+    r"^epoch (\d+)/(\d+) \| ([\d,]+) steps \| return (-|-?[\d.]+ \([\d,]+ ep\)) \| (-|[\d,]+) steps/s \| "
+    r"elapsed \d+:\d\d:\d\d \| ETA (-|\d+:\d\d:\d\d)$"
 )
 """A complete plain progress line."""
 
@@ -111,6 +193,13 @@ def test_a_training_run_redirected_to_a_file_prints_complete_progress_lines(tmp_
         subprocess.run([sys.executable, "-m", "tests.toy_train", *overrides], cwd=ROOT, stdout=out, check=True)
     text = log.read_text()
     assert "\x1b" not in text and "\r" not in text  # no terminal control codes: no live bar
-    lines = [m for m in map(LINE.match, text.splitlines()) if m]
+    output = text.splitlines()
+    assert re.fullmatch(r"compiled in \d+ s", output[0])  # the first epoch, before any progress line
+    lines = [m for m in map(LINE.match, output) if m]
     # every 2 epochs and the last; each line whole, its steps 4 envs x 4 steps per epoch
     assert [(m[1], m[2], m[3]) for m in lines] == [("2", "5", "32"), ("4", "5", "64"), ("5", "5", "80")]
+    # each env's 4-step episode ends every epoch: the latest epoch's 4 episodes; rates from epochs 2 on
+    assert all(m[4].endswith(" (4 ep)") and m[5] != "-" and m[6] != "-" for m in lines)
+    summary = json.loads(output[-1])  # the last line is JSON, as launch/evaluate.py's
+    assert (summary["epoch"], summary["env_steps"]) == (5, 80)
+    assert isinstance(summary["eval/mean_return"], float) and summary["wall_time_s"] > 0

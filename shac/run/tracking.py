@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import json
 import math
+import statistics
 import sys
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from shac.config import TrainConfig
 
@@ -68,20 +71,105 @@ def log_artifact(config: TrainConfig, run_dir: Path, name: str, kind: str, paths
         wandb_run.finish()
 
 
+RATE_WINDOW = 20
+"""Epochs whose wall times give the progress's steps/s and ETA."""
+
+
 def _duration(seconds: float) -> str:
     return str(datetime.timedelta(seconds=round(seconds)))
 
 
+class Pace:
+    """Steps/s and seconds per epoch: medians over the last `window` epochs of this launch.
+
+    An epoch's wall time runs from the end of the epoch before it to its own end
+    (`add`), evaluations, videos and checkpoints in between included; the median
+    keeps a one-off stall (an evaluation compiling) from swinging the estimates.
+    The first epoch `add`ed has no epoch before it, so its wall time, which
+    includes XLA compilation, never counts.
+    """
+
+    def __init__(self, window: int = RATE_WINDOW):
+        self._ends: deque[tuple[int, int, float]] = deque(maxlen=window + 1)
+
+    def add(self, epoch: int, env_steps: int, time_s: float) -> None:
+        """Notes the end of `epoch`: the total env steps and the clock (seconds) then."""
+        self._ends.append((epoch, env_steps, time_s))
+
+    def _spans(self) -> list[tuple[int, int, float]]:
+        """(epochs, env steps, seconds) between consecutive ends."""
+        return [(e1 - e0, s1 - s0, t1 - t0) for (e0, s0, t0), (e1, s1, t1) in itertools.pairwise(self._ends)]
+
+    def steps_per_s(self) -> float | None:
+        """The median env steps per second; None before two epochs have ended."""
+        spans = self._spans()
+        return statistics.median(steps / max(seconds, 1e-9) for _, steps, seconds in spans) if spans else None
+
+    def seconds_per_epoch(self) -> float | None:
+        """The median wall time of an epoch; None before two epochs have ended."""
+        spans = self._spans()
+        return statistics.median(seconds / epochs for epochs, _, seconds in spans) if spans else None
+
+
+class RecentReturns:
+    """The mean return of the latest finished training episodes: those that ended in the most recent
+    epochs, going back until there are at least `min_episodes` (or as far as this launch goes)."""
+
+    def __init__(self, min_episodes: int):
+        self._min_episodes = min_episodes
+        self._epochs: deque[tuple[int, float]] = deque()  # (episodes, their mean return) of each epoch kept
+        self._episodes = 0
+
+    def add(self, episodes: float, mean_return: float) -> None:
+        """Adds an epoch's `train/episodes` and `train/episode_return` (nothing when no episode ended)."""
+        count = round(episodes)
+        if count == 0:
+            return
+        self._epochs.append((count, mean_return))
+        self._episodes += count
+        while self._episodes - self._epochs[0][0] >= self._min_episodes:
+            self._episodes -= self._epochs.popleft()[0]
+
+    def mean(self) -> tuple[float, int] | None:
+        """(the mean return, how many episodes), or None before any episode has ended."""
+        if not self._episodes:
+            return None
+        return sum(count * mean for count, mean in self._epochs) / self._episodes, self._episodes
+
+
+def _return_text(recent: tuple[float, int] | None) -> str:
+    return "-" if recent is None else f"{recent[0]:.1f} ({recent[1]:,} ep)"
+
+
+def _rate_text(steps_per_s: float | None) -> str:
+    return "-" if steps_per_s is None else f"{steps_per_s:,.0f}"
+
+
+def _eta_text(eta_s: float | None) -> str:
+    return "-" if eta_s is None else _duration(eta_s)
+
+
 def progress_line(
-    epoch: int, total: int, env_steps: int, episode_return: float | None, elapsed_s: float, eta_s: float
+    epoch: int,
+    total: int,
+    env_steps: int,
+    recent_return: tuple[float, int] | None,
+    steps_per_s: float | None,
+    elapsed_s: float,
+    eta_s: float | None,
 ) -> str:
-    """One complete plain progress line, e.g. `epoch 50/500 | 1,024,000 steps | return -450.2 |
-    11,647 steps/s | elapsed 0:01:28 | ETA 0:13:12` (return `-` before an episode has ended)."""
-    shown = "-" if episode_return is None else f"{episode_return:.1f}"
-    rate = env_steps / max(elapsed_s, 1e-9)
+    """One complete plain progress line, e.g. `epoch 50/500 | 1,024,000 steps | return -450.2 (64 ep) |
+    11,647 steps/s | elapsed 0:01:28 | ETA 0:13:12`.
+
+    Args:
+        recent_return: `RecentReturns.mean()`; None (before an episode has ended) shows `-`.
+        steps_per_s: `Pace.steps_per_s()`; None shows `-`.
+        elapsed_s: the run's wall time, compilation included.
+        eta_s: the time left; None shows `-`.
+    """
     return (
-        f"epoch {epoch}/{total} | {env_steps:,} steps | return {shown} | {rate:,.0f} steps/s | "
-        f"elapsed {_duration(elapsed_s)} | ETA {_duration(eta_s)}"
+        f"epoch {epoch}/{total} | {env_steps:,} steps | return {_return_text(recent_return)} | "
+        f"{_rate_text(steps_per_s)} steps/s | elapsed {_duration(elapsed_s)} | ETA {_eta_text(eta_s)}"
     )
 
 
@@ -105,7 +193,9 @@ class Tracker:
     Non-finite values are written as JSON null. With `logger.progress`, shows a
     live bar when stdout is a terminal and otherwise prints one complete line
     (`progress_line`) at the first logged epoch of every `logger.progress_every`
-    and at the last. Use as a context manager.
+    and at the last; `compiled` adds a line of its own. Call `epoch_done` after
+    every epoch: the progress's steps/s and ETA come from `Pace`, its return
+    from `RecentReturns`. Use as a context manager.
 
     Args:
         config: the run's config (sent to W&B, shapes the progress bar).
@@ -124,8 +214,8 @@ class Tracker:
         self.last_record: dict = kept[-1] if kept else {}
         self.start = time.perf_counter() - self.last_record.get("wall_time_s", 0.0)
         self._file = self._wandb_run = self._progress = None
-        self._start_epoch = self._printed_epoch = start_epoch
-        self._resumed_at = time.perf_counter()
+        self._printed_epoch = start_epoch
+        self._pace, self._returns = Pace(), RecentReturns(config.algo.num_envs)
         self._lines = write and config.logger.progress and not sys.stdout.isatty()
         if not write:
             return
@@ -141,10 +231,9 @@ class Tracker:
                 MofNCompleteColumn(),
                 BarColumn(bar_width=20),
                 TextColumn("{task.fields[env_steps]:,} steps | return {task.fields[episode_return]}"),
-                TextColumn("| {task.fields[steps_per_s]:,.0f} steps/s |"),
+                TextColumn("| {task.fields[steps_per_s]} steps/s |"),
                 TimeElapsedColumn(),
-                TextColumn("| ETA"),
-                TimeRemainingColumn(),
+                TextColumn("| ETA {task.fields[eta]}"),
                 TextColumn("[bold red]{task.fields[warning]}"),
                 expand=False,
             )
@@ -154,7 +243,8 @@ class Tracker:
                 completed=start_epoch,
                 env_steps=self.last_record.get("env_steps", 0),
                 episode_return="-",
-                steps_per_s=0.0,
+                steps_per_s="-",
+                eta="-",
                 warning="",
             )
             self._progress.start()
@@ -163,6 +253,28 @@ class Tracker:
     def wall_time(self) -> float:
         """Seconds since the tracker started (compilation included)."""
         return time.perf_counter() - self.start
+
+    def compiled(self, seconds: float) -> None:
+        """Shows `compiled in 41 s` as a line of its own (with `logger.progress`).
+
+        Args:
+            seconds: the wall time of this launch's first epoch: its XLA
+                compilation (or loading from the compile cache) and its run.
+        """
+        line = f"compiled in {seconds:,.0f} s"
+        if self._progress is not None:
+            self._progress.console.print(line)
+        elif self._lines:
+            print(line, flush=True)
+
+    def epoch_done(self, epoch: int, env_steps: int, metrics: dict[str, float]) -> None:
+        """Notes that `epoch` has ended, at `env_steps` in all, with its metrics as numbers (before `log`)."""
+        self._pace.add(epoch, env_steps, time.perf_counter())
+        self._returns.add(float(metrics["train/episodes"]), float(metrics["train/episode_return"]))
+
+    def _eta(self, epoch: int) -> float | None:
+        per_epoch = self._pace.seconds_per_epoch()
+        return None if per_epoch is None else per_epoch * max(self.config.algo.max_epochs - epoch, 0)
 
     def log(self, epoch: int, env_steps: int, metrics: dict[str, float]) -> dict:
         """Records one epoch's metrics; returns the record written."""
@@ -175,24 +287,21 @@ class Tracker:
         if self._wandb_run is not None:
             self._wandb_run.log({k: v for k, v in record.items() if v is not None}, step=epoch)
         if self._progress is not None:
-            episode_return = record.get("train/episode_return")
-            fields = {"env_steps": env_steps, "steps_per_s": env_steps / max(wall_time, 1e-9)}
-            if episode_return is not None:
-                fields["episode_return"] = f"{episode_return:.1f}"
-            self._progress.update(self._task, completed=epoch, **fields)
+            self._progress.update(
+                self._task,
+                completed=epoch,
+                env_steps=env_steps,
+                episode_return=_return_text(self._returns.mean()),
+                steps_per_s=_rate_text(self._pace.steps_per_s()),
+                eta=_eta_text(self._eta(epoch)),
+            )
         total = self.config.algo.max_epochs
         if self._lines and (epoch - self._printed_epoch >= self.config.logger.progress_every or epoch >= total):
-            self._print_line(epoch, env_steps, record.get("train/episode_return"), wall_time)
+            recent, rate = self._returns.mean(), self._pace.steps_per_s()
+            print(progress_line(epoch, total, env_steps, recent, rate, wall_time, self._eta(epoch)), flush=True)
+            self._printed_epoch = epoch
         self.last_record = record
         return record
-
-    def _print_line(self, epoch: int, env_steps: int, episode_return: float | None, wall_time: float) -> None:
-        """Prints `progress_line`; the ETA extrapolates this process's time per epoch."""
-        total = self.config.algo.max_epochs
-        per_epoch = (time.perf_counter() - self._resumed_at) / max(epoch - self._start_epoch, 1)
-        eta = per_epoch * max(total - epoch, 0)
-        print(progress_line(epoch, total, env_steps, episode_return, wall_time, eta), flush=True)
-        self._printed_epoch = epoch
 
     def warn(self, text: str) -> None:
         """Shows `text` in red at the end of the progress bar ("" clears it); off a terminal, prints

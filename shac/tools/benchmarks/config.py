@@ -14,7 +14,7 @@ from hydra.core.config_store import ConfigStore
 from shac.config import ConfigError, TrainConfig
 from shac.run.hydra_config import schema
 
-SUITES = ("learning", "throughput")
+SUITES = ("learning", "throughput", "playground")
 METHODS = ("shac", "ahac", "sapo", "apg", "ppo")
 
 
@@ -92,6 +92,34 @@ class ThroughputOptions:
     """APG updates per timed APG epoch (three epochs: the first compiles)."""
 
 
+DM_CONTROL_SAMPLE = (
+    "playground/CartpoleSwingup",
+    "playground/AcrobotSwingup",
+    "playground/PendulumSwingup",
+    "playground/PointMass",
+    "playground/CheetahRun",
+    "playground/WalkerWalk",
+    "playground/HopperStand",
+    "playground/FingerSpin",
+)
+"""Eight dm_control-suite tasks that span it: dense and flat rewards, easy and contact-rich, a walker
+(docs/playground.md says why each)."""
+
+
+@dataclass(frozen=True)
+class PlaygroundOptions:
+    """What suite=playground runs (with `env=playground`: its one default setting and configs/peers/playground.yaml)."""
+
+    survey: bool = True
+    """Build every task of `survey_tasks`, check its 8-step gradient and time a short SHAC run."""
+    survey_tasks: tuple[str, ...] = ()
+    """Tasks surveyed; empty: every task of Playground's dm_control suite."""
+    survey_epochs: int = 10
+    """SHAC epochs of each survey run (the first compiles)."""
+    tasks: tuple[str, ...] = DM_CONTROL_SAMPLE
+    """Tasks of the learning comparison (`methods` with `seeds` seeds and `budget_minutes` each); empty: none."""
+
+
 @dataclass(frozen=True)
 class BenchmarkConfig(TrainConfig):
     """A training config (env, SHAC hyperparameters, smoothing) plus what the benchmarks run."""
@@ -121,6 +149,7 @@ class BenchmarkConfig(TrainConfig):
     apg: dict[str, APGConfig] = field(default_factory=dict)
     """learning: APG's named configurations, tried like PPO's; throughput: the first one is timed."""
     throughput: ThroughputOptions = ThroughputOptions()
+    playground: PlaygroundOptions = PlaygroundOptions()
 
 
 def validate_benchmark(config: BenchmarkConfig) -> None:
@@ -131,8 +160,19 @@ def validate_benchmark(config: BenchmarkConfig) -> None:
     unknown = [m for m in config.methods if m not in METHODS]
     if unknown or not config.methods:
         raise ConfigError(f"methods must be a non-empty subset of {', '.join(METHODS)}, got {list(config.methods)}")
+    if config.suite == "playground" and not config.env.name.startswith("playground/"):
+        raise ConfigError(f"suite=playground needs env=playground (its one default setting), got '{config.env.name}'")
+    epochs = config.playground.survey_epochs
+    if epochs < 2:
+        raise ConfigError(f"playground.survey_epochs must be >= 2 (the first compiles), got {epochs}")
     peers = {"ppo": config.ppo, "apg": config.apg}
-    needed = set(config.methods) if config.suite == "learning" else {"apg"} if config.throughput.apg else set()
+    needed = (
+        set(config.methods)
+        if config.suite == "learning" or (config.suite == "playground" and config.playground.tasks)
+        else {"apg"}
+        if config.suite == "throughput" and config.throughput.apg
+        else set()
+    )
     for method, configs in peers.items():
         if method in needed and not configs:
             raise ConfigError(f"{method} has no configurations; add one under '{method}:' in configs/peers/<env>.yaml")

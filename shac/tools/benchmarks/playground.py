@@ -1,0 +1,135 @@
+"""The survey of MuJoCo Playground's tasks: does each build, is its gradient finite, what does an epoch cost?
+
+For each task: built through `envs/playground.py` (or the one line that says why
+not), the bridge's changes to its model, the gradient of an 8-step window under
+random actions (of the summed reward and, separately, of the summed observation:
+the physics), and a short SHAC run at the one default setting with its compile
+time and seconds per environment step. A reward whose gradient is exactly zero
+from the first states is flat there (a tolerance with no margin, a sparse
+reward): SHAC's actor gets no signal from it until the policy stumbles into reward.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from shac.config import AlgoConfig, ConfigError, EnvConfig, make_env
+from shac.core.algorithms import make_algorithm
+from shac.core.rollout import window_rewards
+
+GRADIENT_HORIZON = 8
+GRADIENT_ENVS = 8
+
+
+def window_gradients(env, seed: int = 0) -> dict:
+    """Norms of the gradients of an 8-step window with respect to its actions, for 8 envs.
+
+    Actions are 0.3 x N(0, 1) draws (clipped by the env). Returns the norms of
+    d(summed reward)/d(actions) and d(summed observation)/d(actions) and whether
+    each is finite.
+    """
+    reset_key, action_key = jax.random.split(jax.random.key(seed))
+    start = jax.vmap(env.reset)(jax.random.split(reset_key, GRADIENT_ENVS))
+    actions = 0.3 * jax.random.normal(action_key, (GRADIENT_HORIZON, GRADIENT_ENVS, env.action_size))
+    step = jax.vmap(env.step)
+
+    def reward(actions):
+        return window_rewards(step, start, actions).sum()
+
+    def observation(actions):
+        def one_step(state, action):
+            state = step(state, action)
+            return state, state.obs.sum()
+
+        return jax.lax.scan(one_step, start, actions)[1].sum()
+
+    reward_grad, obs_grad = jax.jit(lambda a: (jax.grad(reward)(a), jax.grad(observation)(a)))(actions)
+    reward_norm, obs_norm = float(jnp.linalg.norm(reward_grad)), float(jnp.linalg.norm(obs_grad))
+    return {
+        "reward_grad_norm": reward_norm,
+        "obs_grad_norm": obs_norm,
+        "finite": bool(np.isfinite(reward_norm) and np.isfinite(obs_norm)),
+        "flat_reward": reward_norm == 0.0,
+    }
+
+
+def short_run(env, algo: AlgoConfig, epochs: int, seed: int = 0) -> dict:
+    """`epochs` SHAC epochs: the first's time (compilation included), the rest's median per env step."""
+    shac = make_algorithm(algo, env)
+    state = jax.jit(shac.init)(jax.random.key(seed))
+    epoch = jax.jit(shac.epoch)
+    times, skipped = [], 0.0
+    for _ in range(epochs):
+        began = time.perf_counter()
+        state, metrics = epoch(state)
+        metrics = jax.device_get(metrics)
+        times.append(time.perf_counter() - began)
+        skipped += float(metrics["actor/skipped"])
+    steps_per_epoch = algo.num_envs * algo.horizon
+    steady = float(np.median(times[1:])) if len(times) > 1 else float("nan")
+    return {
+        "first_epoch_s": times[0],
+        "epoch_s": steady,
+        "us_per_env_step": 1e6 * steady / steps_per_epoch,
+        "skipped_updates": skipped,
+        "epochs": epochs,
+    }
+
+
+def survey_task(name: str, algo: AlgoConfig, epochs: int, seed: int = 0) -> dict:
+    """One task's survey entry (see the module docstring); a task that fails says why in `error`."""
+    entry: dict = {"task": name}
+    began = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # what the bridge changed is recorded below
+            env = make_env(EnvConfig(name=name))
+    except (ConfigError, ValueError, FileNotFoundError) as e:
+        return entry | {"built": False, "error": str(e).splitlines()[0]}
+    entry |= {
+        "built": True,
+        "build_s": time.perf_counter() - began,
+        "model_changes": list(env.model_changes),
+        "obs_size": env.observation_size,
+        "action_size": env.action_size,
+        "ctrl_dt": env.ctrl_dt,
+        "substeps": env.n_substeps,
+    }
+    try:
+        entry |= window_gradients(env, seed)
+        entry |= short_run(env, algo, epochs, seed)
+    except Exception as e:  # a task that builds but cannot be differentiated: recorded, the survey goes on
+        entry["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return entry
+
+
+def survey_table(entries: list[dict]) -> str:
+    """The survey as a Markdown table, one row per task."""
+    rows = [
+        "| task | built | model changed | 8-step gradient (reward / physics) | flat reward at start | "
+        "first epoch s | µs per env step | skipped updates |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        if not e["built"] or "error" in e:
+            rows.append(f"| {e['task']} | {'yes' if e['built'] else 'no'}: {e['error']} | | | | | | |")
+            continue
+        changed = "; ".join(c.split(" (")[0] for c in e["model_changes"]) or "-"
+        gradient = f"{e['reward_grad_norm']:.3g} / {e['obs_grad_norm']:.3g}" + ("" if e["finite"] else " (NaN)")
+        rows.append(
+            f"| {e['task']} | yes | {changed} | {gradient} | {'yes' if e['flat_reward'] else 'no'} | "
+            f"{e['first_epoch_s']:.0f} | {e['us_per_env_step']:.0f} | {e['skipped_updates']:.0f} of {e['epochs']} |"
+        )
+    return "\n".join(rows)
+
+
+def dm_control_tasks() -> list[str]:
+    """Every task of Playground's dm_control suite, as `playground/<Name>`."""
+    from envs import playground
+
+    return playground.task_names("dm_control_suite")

@@ -1,0 +1,231 @@
+"""MuJoCo Playground's tasks through envs/playground.py: built, differentiable, trained, evaluated and resumed.
+
+Two small dm_control-suite tasks: the cart-pole swing-up (one solver iteration, a slider
+limit: the NaN gradient's home) and the pendulum (four solver iterations, set to one).
+"""
+
+import json
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from mujoco_playground import registry
+
+import envs
+from envs import playground as bridge
+from envs import private_apis
+from envs.physics.smoothing import Smoothing
+from shac.config import ConfigError, EnvConfig, make_env
+from shac.core.algorithms import make_algorithm
+from shac.run.checkpoint import Checkpointer, state_arrays
+from shac.run.serialization import load_config
+from tests.conftest import run_cli
+
+CARTPOLE = "playground/CartpoleSwingup"
+PENDULUM = "playground/PendulumSwingup"
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return envs.make(CARTPOLE, episode_length=STEPS)
+
+
+def rollout(env, actions, state=None):
+    """The states after each of `actions` (float32 [T, action_dim]) from a reset with key 0."""
+
+    def body(state, action):
+        state = env.step(state, action)
+        return state, state
+
+    return jax.lax.scan(body, env.reset(jax.random.key(0)) if state is None else state, actions)[1]
+
+
+def test_a_task_declares_its_episode_length_and_warns_once_that_it_runs_mjx_jax():
+    assert envs.declared_episode_length(CARTPOLE) == 1000  # Playground's config, read without building
+    with pytest.warns(UserWarning, match=r"'CartpoleSwingup': impl='jax' .* instead of its config's 'warp'"):
+        env = envs.make(CARTPOLE)
+    assert (env.episode_length, env.observation_size, env.action_size, env.ctrl_dt) == (1000, 5, 1, 0.01)
+    assert env.model_changes == ()
+
+
+def test_a_solver_of_several_iterations_is_set_to_one_and_reported():
+    assert registry.load("PendulumSwingup").mj_model.opt.iterations == 4
+    with pytest.warns(UserWarning, match=r"opt.iterations 4 -> 1"):
+        env = envs.make(PENDULUM)
+    assert env.mj_model.opt.iterations == 1
+    assert env.model_changes == ("opt.iterations 4 -> 1 (MJX's reverse mode needs one solver iteration)",)
+
+
+def test_rewards_terms_and_the_time_limit_follow_playground(cartpole):
+    actions = jnp.array([[1.0], [-0.5], [0.25]])
+    ours = jax.jit(rollout, static_argnums=0)(cartpole, actions)
+    theirs = registry.load("CartpoleSwingup", config_overrides={"impl": "jax"})
+    state = theirs.reset(jax.random.key(0))
+    for t in range(STEPS):
+        state = theirs.step(state, actions[t])
+        np.testing.assert_allclose(ours.reward[t], state.reward, rtol=1e-6)
+        np.testing.assert_allclose(ours.obs[t], state.obs, rtol=1e-6)
+        np.testing.assert_allclose(ours.metrics["upright"][t], state.metrics["reward/upright"], rtol=1e-6)
+    assert sorted(ours.metrics) == [
+        "angle_in_bounds",
+        "cart_in_bounds",
+        "centered",
+        "small_control",
+        "small_velocity",
+        "upright",
+    ]
+    # the time limit truncates (its future has value); nothing terminated
+    np.testing.assert_array_equal(ours.truncated, [0, 0, 1])
+    np.testing.assert_array_equal(ours.terminated, [0, 0, 0])
+    np.testing.assert_array_equal(ours.done, [0, 0, 1])
+
+
+def test_playground_done_is_a_termination(cartpole):
+    state = cartpole.reset(jax.random.key(0))
+    broken = state.replace(pipeline_state=state.pipeline_state.replace(qvel=jnp.full(2, jnp.nan)))
+    stepped = jax.jit(rollout, static_argnums=0)(cartpole, jnp.zeros((STEPS, 1)), broken)
+    assert (float(stepped.terminated[0]), float(stepped.truncated[0])) == (1.0, 0.0)
+
+
+@pytest.mark.parametrize("name", [CARTPOLE, PENDULUM])
+def test_the_eight_step_policy_gradient_is_finite_from_states_where_mjx_alone_gives_nan(name):
+    env = envs.make(name)
+    start = env.reset(jax.random.key(0))
+
+    def window_return(weights):  # the reward and the observation: the pendulum's reward is flat where it starts
+        def body(state, _):
+            state = env.step(state, jnp.tanh(weights @ state.obs))
+            return state, state.reward + state.obs.sum()
+
+        return jax.lax.scan(body, start, None, length=8)[1].sum()
+
+    # 0.01 x N(0, 1) weights: the policy under which the cart-pole's 32-step gradient was NaN without the bridge
+    weights = 0.01 * jax.random.normal(jax.random.key(1), (env.action_size, env.observation_size))
+    gradient = jax.jit(jax.grad(window_return))(weights)
+    assert np.isfinite(gradient).all() and np.abs(gradient).sum() > 0
+
+
+def test_straight_through_smoothing_keeps_playground_forward_values(cartpole):
+    smoothed = envs.make(CARTPOLE, episode_length=STEPS, smoothing=Smoothing(mode="straight_through"))
+    actions = jnp.array([[1.0], [-0.5], [0.25]])
+    run = jax.jit(rollout, static_argnums=0)
+    np.testing.assert_allclose(run(smoothed, actions).obs, run(cartpole, actions).obs, rtol=1e-6)
+
+
+def test_randomised_damping_reaches_playground_step():
+    def fall(damping):
+        env = envs.make(PENDULUM, randomization={"joint:hinge:damping": (damping, damping * 1.0001)})
+        return float(jax.jit(rollout, static_argnums=0)(env, jnp.zeros((2, 1))).pipeline_state.qvel[-1, 0])
+
+    assert abs(fall(0.01) - fall(5.0)) > 1e-3  # the hinge's nominal damping is 0.1: the same start falls differently
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("playground/CartpoleSwingupp", {}, r"unknown Playground task 'CartpoleSwingupp'; close matches: "),
+        (CARTPOLE, {"config_overrides": {"impl": "warp"}}, r"impl='warp' .* only impl='jax' .* has gradients"),
+        (CARTPOLE, {"physics": {"joint:*:damping": 0.1}}, r"env.physics is not supported for Playground task"),
+        (CARTPOLE, {"unroll_substeps": True}, r"env.unroll_substeps is not supported for Playground task"),
+        (CARTPOLE, {"obs_key": "state"}, r"env.obs_key='state' given, but .* observes one array"),
+        ("playground/ReacherEasy", {}, r"Playground task 'ReacherEasy' cannot be built: AttributeError"),
+    ],
+)
+def test_bad_input_fails_in_one_line(name, options, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        make_env(EnvConfig(name=name, **options))
+    assert "\n" not in str(error.value)
+
+
+def test_an_unknown_task_lists_close_matches():
+    with pytest.raises(ConfigError, match=r"close matches: playground/CartpoleSwingup, "):
+        EnvConfig(name="playground/CartpoleSwingupp")
+
+
+def test_a_task_without_its_menagerie_models_names_them_and_how_playground_fetches_them(monkeypatch, tmp_path):
+    monkeypatch.setattr(bridge, "playground_menagerie_path", lambda playground: tmp_path / "mujoco_menagerie")
+    task = registry.locomotion.ALL_ENVS[0]
+    with pytest.raises(FileNotFoundError, match=rf"'{task}' needs MuJoCo Menagerie.*git-clones") as error:
+        envs.make(f"playground/{task}")
+    assert "\n" not in str(error.value)
+    assert private_apis.playground_menagerie_path(sys.modules["mujoco_playground"]).name == "mujoco_menagerie"
+
+
+def test_without_playground_installed_the_error_says_which_pip_install_adds_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mujoco_playground", None)  # import fails as if not installed
+    bridge.task_class.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=r"need MuJoCo Playground: pip install \"shac\[playground\]\""):
+            EnvConfig(name="playground/HopperHop")
+    finally:
+        bridge.task_class.cache_clear()
+
+
+TINY = [
+    "env=playground",
+    f"env.name={CARTPOLE}",
+    "env.episode_length=40",
+    "algo.num_envs=4",
+    "algo.horizon=8",
+    "algo.max_epochs=4",
+    "algo.critic_iterations=2",
+    "algo.critic_minibatches=2",
+    "algo.actor_hidden=[8]",
+    "algo.critic_hidden=[8]",
+    "eval.every=4",
+    "eval.episodes=2",
+    "checkpoint.every=2",
+    "logger=disabled",
+    "logger.progress=false",
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("playground_run")
+    last = run_cli("launch/train.py", *TINY, f"hydra.run.dir={run_dir}").strip().splitlines()[-1]
+    return run_dir, json.loads(last)
+
+
+def final_arrays(run_dir, epoch):
+    config = load_config(run_dir)
+    shac = make_algorithm(config.algo, make_env(config.env))
+    abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
+    with Checkpointer(run_dir) as checkpoints:
+        return jax.device_get(state_arrays(checkpoints.restore(epoch, abstract, config)))
+
+
+def test_a_run_trains_and_evaluates_in_a_new_process(trained):
+    run_dir, summary = trained
+    assert (summary["epoch"], summary["env_steps"]) == (4, 4 * 4 * 8)
+    assert np.isfinite(summary["eval/mean_return"])
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["actor/skipped"] == 0.0 for r in records)  # every actor update had a finite gradient
+    assert "reward/upright" in records[-1]
+    evaluated = json.loads(run_cli("launch/evaluate.py", f"run_dir={run_dir}", "episodes=2").strip().splitlines()[-1])
+    assert (evaluated["episodes"], evaluated["mean_length"], evaluated["terminated"]) == (2, 40.0, 0.0)
+    assert 0.0 <= evaluated["mean_return"] <= 40.0  # dm_control rewards are in [0, 1] per step
+    exported = json.loads(Path(run_cli("launch/export.py", f"run_dir={run_dir}").strip().splitlines()[-1]).read_text())
+    assert (exported["env"], exported["obs_size"], exported["action_size"]) == (CARTPOLE, 5, 1)
+
+
+def test_a_resumed_run_ends_in_the_same_state(trained, tmp_path):
+    run_dir, _ = trained
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run_dir, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "4")
+    lines = (resumed / "metrics.jsonl").read_text().splitlines()
+    (resumed / "metrics.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    run_cli("launch/train.py", f"resume={resumed}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        expected, actual = final_arrays(run_dir, 4), final_arrays(resumed, 4)
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
