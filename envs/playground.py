@@ -301,7 +301,7 @@ class PlaygroundEnv(MjxEnv):
     def _carried(self, inner: Any) -> dict[str, Any]:
         """What Playground's next step needs beyond the simulator state: its info (PRNG keys as their key
         data, which checkpoints hold), metrics and dictionary observation."""
-        carried = {"info": jax.tree.map(_to_key_data, self._keys_in_info, inner.info), "metrics": inner.metrics}
+        carried = {"info": jax.tree.map(_to_key_data, inner.info), "metrics": inner.metrics}
         if self._dict_obs:
             carried["obs"] = inner.obs
         return carried
@@ -337,8 +337,8 @@ def _is_key(x: Any) -> bool:
     return jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def _to_key_data(is_key: bool, x: jax.Array) -> jax.Array:
-    return jax.random.key_data(x) if is_key else x
+def _to_key_data(x: jax.Array) -> jax.Array:
+    return jax.random.key_data(x) if _is_key(x) else x  # brax's wrappers reset with raw uint32 keys
 
 
 def _from_key_data(is_key: bool, x: jax.Array) -> jax.Array:

@@ -175,8 +175,9 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
             folder.mkdir(parents=True, exist_ok=True)
             _, table, task_plots = render(learned, folder)
             tables.append(f"{name}:\n\n{table}")
-            plots += task_plots
-        return "playground", "\n\n".join(tables), plots
+            plots += [plot.rename(out / f"{folder.name}_{plot.name}") for plot in task_plots]
+        parts = [part for part in ("survey", "learning") if results[part]]
+        return "_".join(["playground", *parts]), "\n\n".join(tables), plots
     if results["suite"] == "learning":
         records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]
         chosen = results.get("chosen", {r["method"]: "default" for r in records})

@@ -62,7 +62,7 @@ class EnvConfig:
     name: str = "cartpole_swingup"
     """A registered environment (see `envs.names()`), a MuJoCo Playground task `playground/<Name>`
     (docs/playground.md), an installed package's `shac.envs` entry point, or `package.module:Class`
-    (README, "Adding an environment")."""
+    (docs/tasks.md, "Adding an environment")."""
     episode_length: int | None = None
     """Control steps per episode; None keeps the environment's default."""
     substeps: int | None = None

@@ -24,6 +24,7 @@ from shac.config import ConfigError, EnvConfig, make_env
 from shac.core.algorithms import make_algorithm
 from shac.run.checkpoint import Checkpointer, state_arrays
 from shac.run.serialization import load_config
+from tests import tiny_configs
 from tests.conftest import run_cli
 
 CARTPOLE = "playground/CartpoleSwingup"
@@ -111,6 +112,16 @@ def test_the_eight_step_policy_gradient_is_finite_from_states_where_mjx_alone_gi
     assert np.isfinite(gradient).all() and np.abs(gradient).sum() > 0
 
 
+@pytest.mark.parametrize("algo", [tiny_configs.AHAC, tiny_configs.SAPO], ids=["ahac", "sapo"])
+def test_ahac_and_sapo_train_on_a_playground_task(algo):
+    trainer = make_algorithm(algo, envs.make(CARTPOLE, episode_length=20))
+    state = jax.jit(trainer.init)(jax.random.key(0))
+    epoch = jax.jit(trainer.epoch)
+    for _ in range(2):
+        state, metrics = epoch(state)
+    assert float(metrics["actor/skipped"]) == 0.0 and np.isfinite(float(metrics["actor/grad_norm"]))
+
+
 def test_straight_through_smoothing_keeps_playground_forward_values(cartpole):
     smoothed = envs.make(CARTPOLE, episode_length=STEPS, smoothing=Smoothing(mode="straight_through"))
     actions = jnp.array([[1.0], [-0.5], [0.25]])
@@ -169,7 +180,6 @@ def test_without_playground_installed_the_error_says_which_pip_install_adds_it(m
 
 TINY = [
     "env=playground",
-    f"env.name={CARTPOLE}",
     "env.episode_length=40",
     "algo.num_envs=4",
     "algo.horizon=8",
@@ -186,11 +196,11 @@ TINY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+@pytest.fixture(scope="module", params=[CARTPOLE, PENDULUM])
+def trained(request, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("playground_run")
-    last = run_cli("launch/train.py", *TINY, f"hydra.run.dir={run_dir}").strip().splitlines()[-1]
-    return run_dir, json.loads(last)
+    last = run_cli("launch/train.py", *TINY, f"env.name={request.param}", f"hydra.run.dir={run_dir}")
+    return run_dir, json.loads(last.strip().splitlines()[-1])
 
 
 def final_arrays(run_dir, epoch):
@@ -212,7 +222,12 @@ def test_a_run_trains_and_evaluates_in_a_new_process(trained):
     assert (evaluated["episodes"], evaluated["mean_length"], evaluated["terminated"]) == (2, 40.0, 0.0)
     assert 0.0 <= evaluated["mean_return"] <= 40.0  # dm_control rewards are in [0, 1] per step
     exported = json.loads(Path(run_cli("launch/export.py", f"run_dir={run_dir}").strip().splitlines()[-1]).read_text())
-    assert (exported["env"], exported["obs_size"], exported["action_size"]) == (CARTPOLE, 5, 1)
+    name = load_config(run_dir).env.name
+    assert (exported["env"], exported["obs_size"], exported["action_size"]) == (
+        name,
+        envs.make(name).observation_size,
+        1,
+    )
 
 
 def test_a_resumed_run_ends_in_the_same_state(trained, tmp_path):
@@ -229,3 +244,17 @@ def test_a_resumed_run_ends_in_the_same_state(trained, tmp_path):
     assert expected.keys() == actual.keys()
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_brax_training_wrappers_reset_it_with_raw_keys_across_the_time_limit():
+    from brax.envs import training
+
+    wrapped = training.wrap(envs.make(CARTPOLE, episode_length=STEPS), episode_length=STEPS)  # brax PPO's wrappers
+    state = jax.jit(wrapped.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    step = jax.jit(wrapped.step)
+    dones = []
+    for _ in range(STEPS + 1):
+        state = step(state, jnp.zeros((2, 1)))
+        dones.append(state.done.tolist())
+    assert dones == [[0, 0], [0, 0], [1, 1], [0, 0]]  # auto-reset at the time limit, then a new episode
+    assert state.info["steps"].tolist() == [1, 1]
