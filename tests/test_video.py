@@ -29,3 +29,15 @@ def test_episode_video_covers_the_episode_up_to_its_end(tmp_path):
     video = iio.imread(path)
     assert video.shape == (steps + 1, HEIGHT, WIDTH, 3)  # the initial state and one frame per step
     assert iio.immeta(path)["fps"] == 1.0 / env.ctrl_dt
+
+
+@pytest.mark.parametrize("name", ["ant", "half_cheetah"])
+def test_a_walker_far_from_the_start_still_walks_over_a_textured_ground_that_shows_its_motion(name):
+    model = envs.make(name).mj_model
+    start = model.qpos0.copy()
+    far, further = start.copy(), start.copy()
+    far[0], further[0] = 100.0, 100.5  # past the 40 m plane these tasks had, half a checker square apart
+    frames = render(model, np.stack([far, further]))
+    ground = frames[:, 2 * HEIGHT // 3 :].astype(int)  # the lower third: ground in front of the robot
+    assert ground[0].std() > 5  # a pattern, not a uniform colour (or the black beyond a finite plane)
+    assert np.abs(ground[0] - ground[1]).mean() > 1  # the camera follows: the ground moves past
