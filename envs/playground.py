@@ -31,8 +31,10 @@ Playground compiles its XML and rolls its substeps inside its own code.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+import math
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -46,7 +48,12 @@ from envs.base import MjxEnv, State, check_differentiable
 from envs.physics.mjx_math import contractions
 from envs.physics.parameters import write_all
 from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
-from envs.private_apis import mjx_linesearch_step_held, playground_menagerie_path, playground_with_model
+from envs.private_apis import (
+    mjx_linesearch_step_held,
+    playground_menagerie_path,
+    playground_tolerance_wrapped,
+    playground_with_model,
+)
 
 PREFIX = "playground/"
 """Environment names of the form `playground/<Name>` come through this bridge."""
@@ -306,6 +313,10 @@ class PlaygroundEnv(MjxEnv):
             carried["obs"] = inner.obs
         return carried
 
+    def _safe_tolerance(self) -> contextlib.AbstractContextManager:
+        """Playground's reward `tolerance` with a finite gradient at infinite bounds (see `safe_tolerance`)."""
+        return playground_tolerance_wrapped(_playground(), lambda original: functools.partial(safe_tolerance, original))
+
     def _playground_env(self, info: Mapping[str, Any]) -> Any:
         """The Playground environment that simulates an episode with `info`'s model parameters."""
         if not self.randomized:
@@ -320,7 +331,7 @@ class PlaygroundEnv(MjxEnv):
 
         def traced(env: Any) -> Callable[[Any, jax.Array], Any]:
             def step(inner: Any, action: jax.Array) -> Any:
-                with contractions(), mjx_linesearch_step_held():
+                with contractions(), mjx_linesearch_step_held(), self._safe_tolerance():
                     return env.step(inner, action)
 
             return step
@@ -331,6 +342,27 @@ class PlaygroundEnv(MjxEnv):
         if self.smoothing.mode == "soft":
             return soft
         return _straight_through(traced(physical), soft)
+
+
+def safe_tolerance(
+    tolerance: Callable, x: jax.Array, bounds: tuple[float, float] = (0.0, 0.0), margin: float = 0.0, **options
+) -> jax.Array:
+    """Playground's `tolerance(x, bounds, margin, ...)` (1 inside `bounds`, a sigmoid of the distance
+    outside), with a finite gradient where a bound is infinite.
+
+    Playground computes the sigmoid of the distance to the far bound too and selects
+    it away with `where`: at an infinite bound (the walker's and the humanoid's
+    standing height, `(h, inf)`) that distance is infinite, the sigmoid's derivative
+    there is NaN, and the `where` passes the NaN back. Here the sigmoid only ever
+    sees `x` from outside the bounds.
+    """
+    lower, upper = bounds
+    inside = (lower <= x) & (x <= upper)
+    outside = lower - 1.0 if math.isfinite(lower) else upper + 1.0  # a finite point beyond a finite bound
+    if not math.isfinite(outside):  # (-inf, inf): always inside
+        return jnp.ones_like(x)
+    value = tolerance(jnp.where(inside, outside, x), bounds=bounds, margin=margin, **options)
+    return jnp.where(inside, 1.0, value)
 
 
 def _is_key(x: Any) -> bool:

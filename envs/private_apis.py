@@ -171,3 +171,21 @@ def playground_menagerie_path(playground: Any) -> Any:
     (checked: playground 0.2.0). Test: tests/test_playground.py (a missing path fails in one line).
     """
     return playground._src.mjx_env.MENAGERIE_PATH
+
+
+@contextlib.contextmanager
+def playground_tolerance_wrapped(playground: Any, wrap: Callable[[Callable], Callable]) -> Iterator[None]:
+    """Within the block, MuJoCo Playground's (the module `playground`) reward `tolerance` is `wrap(tolerance)`.
+
+    Private: `mujoco_playground._src.reward.tolerance`, which Playground's dm_control
+    tasks look up as `reward.tolerance` when their step is traced (checked: playground
+    0.2.0). Test: tests/test_playground.py (an infinite bound's NaN gradient, gone
+    inside the block).
+    """
+    module = playground._src.reward
+    original = module.tolerance
+    module.tolerance = wrap(original)
+    try:
+        yield
+    finally:
+        module.tolerance = original

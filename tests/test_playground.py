@@ -4,6 +4,7 @@ Two small dm_control-suite tasks: the cart-pole swing-up (one solver iteration, 
 limit: the NaN gradient's home) and the pendulum (four solver iterations, set to one).
 """
 
+import functools
 import json
 import shutil
 import sys
@@ -259,3 +260,19 @@ def test_brax_training_wrappers_reset_it_with_raw_keys_across_the_time_limit():
         dones.append(state.done.tolist())
     assert dones == [[0, 0], [0, 0], [1, 1], [0, 0]]  # auto-reset at the time limit, then a new episode
     assert state.info["steps"].tolist() == [1, 1]
+
+
+def test_a_tolerance_with_an_infinite_bound_has_a_finite_gradient_inside_the_bridge():
+    from mujoco_playground._src import reward  # the function the walker's and humanoid's standing reward call
+
+    def standing(height):  # the walker's: 1 above 1.2 m, a Gaussian decay over 0.6 m below
+        return reward.tolerance(height, bounds=(1.2, float("inf")), margin=0.6)
+
+    heights = jnp.array([1.5, 1.0])  # standing (inside the bounds), and crouched
+    assert np.isnan(jax.vmap(jax.grad(standing))(heights)[0])  # Playground's own
+    with private_apis.playground_tolerance_wrapped(
+        sys.modules["mujoco_playground"], lambda original: functools.partial(bridge.safe_tolerance, original)
+    ):
+        values, grads = jax.vmap(jax.value_and_grad(standing))(heights)
+    np.testing.assert_allclose(values, jax.vmap(standing)(heights))  # the same values
+    assert grads[0] == 0.0 and grads[1] > 0.0  # flat inside, rising toward the bound below it
