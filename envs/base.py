@@ -187,9 +187,13 @@ class MjxEnv(BraxEnv, abc.ABC):
 
     def model(self, state: State) -> mjx.Model:
         """The MJX model that simulates `state`: the nominal one, with its sampled parameters if randomised."""
+        return self._model_with(state.info)
+
+    def _model_with(self, info: Mapping[str, Any]) -> mjx.Model:
+        """The MJX model of an episode whose state carries `info`: with its sampled parameters if randomised."""
         if not self.randomized:
             return self.mjx_model
-        return write_all(self.mjx_model, self.randomized, state.info["model_params"])
+        return write_all(self.mjx_model, self.randomized, info["model_params"])
 
     def _sample_model_params(self, rng: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
         """The key left for the reset, and the state's info with an episode's model parameters if randomised."""
@@ -276,16 +280,20 @@ class MjxEnv(BraxEnv, abc.ABC):
         flowing back into `data` is clipped to that norm, with `state_grad_decay`
         scaled by that factor.
         """
-        if self.smoothing.state_grad_clip > 0:
-            data = clip_gradient(data, self.smoothing.state_grad_clip)
-        if self.smoothing.state_grad_decay < 1:
-            data = scale_gradient(data, self.smoothing.state_grad_decay)
-        data = data.replace(ctrl=action)
+        data = self._shape_state_gradient(data).replace(ctrl=action)
 
         def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
             return self.smoothing.step(model, data), None
 
         data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps, unroll=self.unroll_substeps)
+        return data
+
+    def _shape_state_gradient(self, data: mjx.Data) -> mjx.Data:
+        """`data`, its gradient clipped (`state_grad_clip`) and scaled (`state_grad_decay`) as `self.smoothing` says."""
+        if self.smoothing.state_grad_clip > 0:
+            data = clip_gradient(data, self.smoothing.state_grad_clip)
+        if self.smoothing.state_grad_decay < 1:
+            data = scale_gradient(data, self.smoothing.state_grad_decay)
         return data
 
     @with_contractions

@@ -46,8 +46,7 @@ from mujoco import mjx
 
 from envs.base import MjxEnv, State, check_differentiable
 from envs.physics.mjx_math import contractions
-from envs.physics.parameters import write_all
-from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
+from envs.physics.smoothing import Smoothing
 from envs.private_apis import (
     mjx_linesearch_step_held,
     playground_menagerie_path,
@@ -242,13 +241,8 @@ class PlaygroundEnv(MjxEnv):
         """
         action = jnp.clip(action, -1.0, 1.0)
         carried = state.info["playground"]
-        data = state.pipeline_state
-        if self.smoothing.state_grad_clip > 0:
-            data = clip_gradient(data, self.smoothing.state_grad_clip)
-        if self.smoothing.state_grad_decay < 1:
-            data = scale_gradient(data, self.smoothing.state_grad_decay)
         inner = self.state_class(
-            data=data,
+            data=self._shape_state_gradient(state.pipeline_state),
             obs=carried.get("obs", state.obs),
             reward=state.reward,
             done=state.terminated,
@@ -274,14 +268,8 @@ class PlaygroundEnv(MjxEnv):
     def physics_step(self, data: mjx.Data, action: jax.Array, model: mjx.Model) -> mjx.Data:
         """`n_substeps` MJX steps of `model` with `ctrl` held at `action` (MuJoCo's control units, as
         Playground's `step` sets them), under `self.smoothing`, line search held as in `step`."""
-        data = data.replace(ctrl=action)
-
-        def substep(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
-            return self.smoothing.step(model, data), None
-
         with mjx_linesearch_step_held():
-            data, _ = jax.lax.scan(substep, data, None, length=self.n_substeps)
-        return data
+            return super().physics_step(data, action, model)
 
     def initial_data(self, rng: jax.Array) -> mjx.Data:
         """The simulator state of Playground's reset from `rng`."""
@@ -321,9 +309,7 @@ class PlaygroundEnv(MjxEnv):
         """The Playground environment that simulates an episode with `info`'s model parameters."""
         if not self.randomized:
             return self.playground_env
-        return playground_with_model(
-            self.playground_env, write_all(self.mjx_model, self.randomized, info["model_params"])
-        )
+        return playground_with_model(self.playground_env, self._model_with(info))
 
     def _step_function(self, info: Mapping[str, Any]) -> Callable[[Any, jax.Array], Any]:
         """Playground's step for an episode with `info`, contacts as `self.smoothing` says."""
