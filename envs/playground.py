@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import importlib
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -75,6 +76,17 @@ def task_names(suite: str | None = None) -> list[str]:
     (`dm_control_suite`, `locomotion` or `manipulation`)."""
     registry = _playground().registry
     return [PREFIX + name for name in (registry.ALL_ENVS if suite is None else getattr(registry, suite).ALL_ENVS)]
+
+
+def published_ppo_config(name: str) -> dict[str, Any]:
+    """Playground's own brax PPO hyperparameters for the task `name` (its `config/<suite>_params.py`
+    `brax_ppo_config`, per-task values included), as a plain dict."""
+    task = name.removeprefix(PREFIX)
+    task_class(task)  # an unknown name fails here, naming the close matches
+    registry = _playground().registry
+    suite = next(s for s in ("dm_control_suite", "locomotion", "manipulation") if task in getattr(registry, s).ALL_ENVS)
+    params = importlib.import_module(f"mujoco_playground.config.{suite}_params")
+    return params.brax_ppo_config(task).to_dict()
 
 
 @functools.cache

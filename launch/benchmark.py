@@ -140,21 +140,25 @@ def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
 
 def playground(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     """The survey of every listed Playground task, then the learning comparison on `playground.tasks`
-    (saving results.json after each task)."""
+    (saving results.json after each task), extending the results of `playground.extend`. PPO's
+    `playground` configuration takes Playground's own values for each task (`published_ppo`)."""
     from shac.tools.benchmarks import playground as survey
 
     options = config.playground
     results = {**meta, "suite": "playground", "algo": dataclasses.asdict(config.algo), "survey": [], "learning": {}}
+    results = survey.extend_results([json.loads(Path(path).read_text()) for path in options.extend], results)
+    surveyed = {entry["task"] for entry in results["survey"]}
     if options.survey:
         names = options.survey_tasks or tuple(survey.dm_control_tasks())
-        for name in names:
+        for name in (n for n in names if n not in surveyed):
             print(f"survey {name}", flush=True)
             entry = survey.survey_task(name, config.algo, options.survey_epochs, config.seed)
             print("  " + json.dumps(entry), flush=True)
             results["survey"].append(entry)
             (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    for name in options.tasks:
-        task_config = dataclasses.replace(config, env=dataclasses.replace(config.env, name=name))
+    for name in (n for n in options.tasks if n not in results["learning"]):
+        ppo = {key: survey.published_ppo(name, c) if key == "playground" else c for key, c in config.ppo.items()}
+        task_config = dataclasses.replace(config, env=dataclasses.replace(config.env, name=name), ppo=ppo)
         results["learning"][name] = learning(task_config, meta)
         (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     return results

@@ -247,3 +247,31 @@ def test_the_survey_table_shows_failures_flat_rewards_and_costs():
     rows = survey_table(entries).splitlines()
     assert rows[2] == "| playground/ReacherEasy | no: cannot be built: AttributeError | | | | | | |"
     assert rows[3] == "| playground/PendulumSwingup | yes | opt.iterations 4 -> 1 | 0 / 2.5 | yes | 61 | 83 | 0 of 10 |"
+
+
+def test_ppo_takes_playgrounds_own_values_for_each_task_and_keeps_the_scaled_batch():
+    from shac.tools.benchmarks.config import PPOConfig
+    from shac.tools.benchmarks.playground import published_ppo
+
+    scaled = PPOConfig(source="scaled", num_envs=256, batch_size=128, reward_scaling=10.0)
+    assert published_ppo("playground/CartpoleSwingup", scaled) is scaled  # Playground's defaults: nothing to change
+    finger = published_ppo("playground/FingerSpin", scaled)  # Playground discounts FingerSpin at 0.95
+    assert (finger.discounting, finger.num_envs, finger.batch_size) == (0.95, 256, 128)
+    assert finger.source == "scaled; FingerSpin: discounting 0.95"
+
+
+def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
+    from shac.tools.benchmarks.playground import extend_results
+
+    def part(command, date, survey, learning):
+        return {"command": command, "date": date, "survey": survey, "learning": learning, "cpu_count": 2}
+
+    first = part("run a", "2026-12-01 10:43 UTC", [{"task": "A"}], {"playground/A": {"runs": [1]}})
+    second = part("run b", "2026-12-01 13:05 UTC", [], {"playground/B": {"runs": [2]}})
+    new = part("run c", "2026-12-01 15:00 UTC", [], {})
+    merged = extend_results([first, second], new)
+    assert merged["command"] == "run a\nrun b\nrun c"
+    assert merged["date"] == "2026-12-01 10:43 UTC"
+    assert merged["survey"] == [{"task": "A"}]
+    assert list(merged["learning"]) == ["playground/A", "playground/B"]
+    assert new["learning"] == {}  # the new part is not changed in place

@@ -118,6 +118,9 @@ class PlaygroundOptions:
     """SHAC epochs of each survey run (the first compiles)."""
     tasks: tuple[str, ...] = DM_CONTROL_SAMPLE
     """Tasks of the learning comparison (`methods` with `seeds` seeds and `budget_minutes` each); empty: none."""
+    extend: tuple[str, ...] = ()
+    """results.json files of earlier suite=playground runs: their tasks are kept and not run again, and the
+    new results (with every run's command) extend them, so a long benchmark can go on in parts."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ reward): SHAC's actor gets no signal from it until the policy stumbles into rewa
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 
@@ -21,9 +22,21 @@ import numpy as np
 from shac.config import AlgoConfig, ConfigError, EnvConfig, make_env
 from shac.core.algorithms import make_algorithm
 from shac.core.rollout import window_rewards
+from shac.tools.benchmarks.config import PPOConfig
 
 GRADIENT_HORIZON = 8
 GRADIENT_ENVS = 8
+PUBLISHED_PPO_FIELDS = (
+    "unroll_length",
+    "num_updates_per_batch",
+    "discounting",
+    "learning_rate",
+    "entropy_cost",
+    "reward_scaling",
+    "max_grad_norm",
+)
+"""The values of Playground's PPO configuration a benchmark run takes as published (its batch is scaled)."""
+PUBLISHED_PPO_NETWORKS = {"policy_hidden_layer_sizes": "policy_hidden", "value_hidden_layer_sizes": "value_hidden"}
 
 
 def window_gradients(env, seed: int = 0) -> dict:
@@ -133,3 +146,40 @@ def dm_control_tasks() -> list[str]:
     from envs import playground
 
     return playground.task_names("dm_control_suite")
+
+
+def published_ppo(name: str, scaled: PPOConfig) -> PPOConfig:
+    """`scaled` (PPO with a CPU-sized batch) with Playground's own values for the task `name` wherever
+    they differ (per-task discounts, networks, ...); `source` says which.
+
+    Raises:
+        ConfigError: Playground's configuration repeats actions, which this benchmark's PPO does not.
+    """
+    from envs import playground
+
+    published = playground.published_ppo_config(name)
+    if published.get("action_repeat", 1) != 1:
+        raise ConfigError(
+            f"{name}: Playground's PPO repeats each action {published['action_repeat']} times; "
+            "the benchmark's PPO runs with action_repeat 1 only"
+        )
+    values = {field: published[field] for field in PUBLISHED_PPO_FIELDS if field in published}
+    networks = published.get("network_factory", {})
+    values |= {ours: tuple(networks[theirs]) for theirs, ours in PUBLISHED_PPO_NETWORKS.items() if theirs in networks}
+    changed = {field: value for field, value in values.items() if value != getattr(scaled, field)}
+    if not changed:
+        return scaled
+    listed = ", ".join(f"{field} {value}" for field, value in changed.items())
+    return dataclasses.replace(
+        scaled, **changed, source=f"{scaled.source}; {name.removeprefix('playground/')}: {listed}"
+    )
+
+
+def extend_results(earlier: list[dict], results: dict) -> dict:
+    """`results` (a new suite=playground run, before it measures) after the survey entries and learning
+    runs of `earlier` runs, with every run's command (one per line) and the first run's date."""
+    commands = [run["command"] for run in earlier] + [results["command"]]
+    merged = {**results, "command": "\n".join(commands), "date": min(run["date"] for run in [*earlier, results])}
+    merged["survey"] = [entry for run in [*earlier, results] for entry in run["survey"]]
+    merged["learning"] = {task: run for part in [*earlier, results] for task, run in part["learning"].items()}
+    return merged
