@@ -56,8 +56,9 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.physics.parameters import ModelParameter, parse_assignments
-    from shac.tools import trajectory as recording
+    from envs.physics.parameters import ModelParameter
+    from shac.sysid import recording
+    from shac.sysid.parameters import parse_assignments
 
     env = envs.make(args.env)
     model = env.mj_model

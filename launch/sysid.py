@@ -30,7 +30,7 @@ NOT_CONVERGED_STATUS = 3
 @dataclass
 class SysidArgs:
     data: str = MISSING
-    """Trajectory file (.npz or .csv; format in shac/tools/trajectory.py)."""
+    """Trajectory file (.npz or .csv; format in shac/sysid/recording.py)."""
     env: str = MISSING
     """Registered environment whose MJCF model is calibrated."""
     params: list[str] = field(default_factory=list)
@@ -82,19 +82,21 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.physics.parameters import ModelParameter, parse_assignments
-    from shac.tools import identifiability, sysid
-    from shac.tools.trajectory import Trajectory
+    from envs.physics.parameters import ModelParameter
+    from shac.sysid.fit import Problem, fit
+    from shac.sysid.parameters import Bounds, parse_assignments
+    from shac.sysid.recording import Trajectory
+    from shac.sysid.report import analyze, plot_landscape, summary_lines
 
     try:
         env = envs.make(args.env)
         model = env.mj_model
         for key, value in parse_assignments(args.init).items():
             ModelParameter.parse(key, model).write_mj(model, value)
-        bounds = {key: sysid.Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
+        bounds = {key: Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
         noise = (args.qpos_noise, args.qvel_noise) if args.qpos_noise > 0 else None
         trajectory = Trajectory.load(args.data)
-        problem = sysid.Problem(model, args.params, trajectory, args.segment_seconds, bounds, noise)
+        problem = Problem(model, args.params, trajectory, args.segment_seconds, bounds, noise)
         problem.to_theta(problem.initial_values)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
@@ -107,8 +109,8 @@ def main(argv: list[str]) -> None:
         estimate = ", ".join(f"{v:.6g}" for v in values)
         print(f"  step {step:3d}  loss {loss:.6g}  [{estimate}]", flush=True)
 
-    result = sysid.fit(problem, steps=args.steps, method=args.method, on_step=progress)
-    report = identifiability.analyze(tuple(args.params), result.values, result.information, result.converged)
+    result = fit(problem, steps=args.steps, method=args.method, on_step=progress)
+    report = analyze(tuple(args.params), result.values, result.information, result.converged)
     cost = {args.method: result.seconds_per_jacobian}
     if args.compare_cost:
         other = METHODS[1 - METHODS.index(args.method)]
@@ -140,8 +142,8 @@ def main(argv: list[str]) -> None:
     def loss_fn(grid: np.ndarray) -> np.ndarray:
         return np.array([np.mean(residuals_of(row, result.start_states, weights) ** 2) for row in grid])
 
-    identifiability.plot_landscape(loss_fn, tuple(args.params), report, str(out / "landscape.png"))
-    print("\n".join(identifiability.summary_lines(report)))
+    plot_landscape(loss_fn, tuple(args.params), report, str(out / "landscape.png"))
+    print("\n".join(summary_lines(report)))
     print(
         "seconds per Jacobian: "
         + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in cost.items())

@@ -4,7 +4,7 @@
 
 simulates K datasets with MuJoCo's C simulator (smooth random excitation and
 start state, random noise levels, the sampling rates in turn), fits each with
-the default settings (shac/tools/sysid_coverage.py), prints the coverage of the 95%
+the default settings (shac/sysid/coverage.py), prints the coverage of the 95%
 intervals and the median relative error, overall and per sampling rate, and
 writes them with every dataset's fit to `out` (JSON).
 """
@@ -58,13 +58,13 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     import envs
-    from envs.physics.parameters import parse_assignments
-    from shac.tools import sysid_coverage
+    from shac.sysid import coverage
+    from shac.sysid.parameters import parse_assignments
 
     try:
         env = envs.make(args.env)
         true_values, initial_values = parse_assignments(args.true_params), parse_assignments(args.init)
-        true_model, guess_model = sysid_coverage.models(env.mj_model, true_values, initial_values)
+        true_model, guess_model = coverage.models(env.mj_model, true_values, initial_values)
     except ValueError as e:
         sys.exit(f"error: {e}")
     keys = tuple(true_values)
@@ -79,7 +79,7 @@ def main(argv: list[str]) -> None:
     datasets, start = [], time.perf_counter()
     for k in range(args.datasets):
         rng = np.random.default_rng([args.seed, k])
-        dataset = sysid_coverage.simulate_and_fit(
+        dataset = coverage.simulate_and_fit(
             true_model,
             guess_model,
             keys,
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> None:
             f"{'converged' if dataset.converged else 'NOT CONVERGED'} in {dataset.steps} steps",
             flush=True,
         )
-    summary = sysid_coverage.summarize(datasets, keys, truth)
+    summary = coverage.summarize(datasets, keys, truth)
     for group, stats in summary.items():
         line = "; ".join(
             f"{key}: coverage {100 * stats[key]['coverage']:.0f}%, "

@@ -15,9 +15,30 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
     "envs": ["shac", "launch", "hydra", "omegaconf", "wandb", "orbax"],
-    "shac.config": ["shac.core", "shac.run", "shac.tools", "launch", "hydra", "omegaconf", "wandb", "orbax"],
-    "shac.core": ["shac.run", "shac.tools", "launch", "hydra", "omegaconf", "wandb", "orbax", "imageio"],
-    "shac.run": ["shac.tools", "launch"],
+    "shac.config": [
+        "shac.core",
+        "shac.run",
+        "shac.sysid",
+        "shac.tools",
+        "launch",
+        "hydra",
+        "omegaconf",
+        "wandb",
+        "orbax",
+    ],
+    "shac.core": ["shac.run", "shac.sysid", "shac.tools", "launch", "hydra", "omegaconf", "wandb", "orbax", "imageio"],
+    "shac.run": ["shac.sysid", "shac.tools", "launch"],
+    "shac.sysid": [
+        "shac.config",
+        "shac.core",
+        "shac.run",
+        "shac.tools",
+        "launch",
+        "hydra",
+        "omegaconf",
+        "wandb",
+        "orbax",
+    ],
     "shac.tools": ["launch"],
 }
 """Layer -> packages that importing all of it must not import."""

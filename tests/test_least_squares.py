@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from shac.tools import least_squares
+from shac.sysid import least_squares
 
 
 def arrow_problem(seed=0, blocks=4, rows=6, shared=2, local=3):

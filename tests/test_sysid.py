@@ -11,8 +11,10 @@ import pytest
 
 import envs
 from envs.physics.parameters import ModelParameter
-from shac.tools import identifiability, sysid, sysid_coverage
-from shac.tools.trajectory import Trajectory, multisine, random_excitation, record
+from shac.sysid import coverage
+from shac.sysid.fit import Problem, fit
+from shac.sysid.recording import Trajectory, multisine, random_excitation, record
+from shac.sysid.report import analyze, summary_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 DAMPING, FRICTION = "joint:hinge:damping", "joint:hinge:frictionloss"
@@ -67,11 +69,11 @@ def test_parameters_write_into_mjx_and_mujoco_models():
 def test_fit_converges_within_30_steps_and_its_interval_covers_the_truth(dt):
     # 10 s of smooth random torques, damping 0.137, noise 1e-3 rad and 1e-2 rad/s; the fit starts
     # from the model's 0.05 (63% off) with the default segments (about 1 s) and estimated noise
-    problem = sysid.Problem(PENDULUM.mj_model, [DAMPING], random_recording(dt, seed=1))
+    problem = Problem(PENDULUM.mj_model, [DAMPING], random_recording(dt, seed=1))
     assert problem.segment_seconds == pytest.approx(0.99 if dt == 0.01 else 0.95)
-    result = sysid.fit(problem, steps=30)
+    result = fit(problem, steps=30)
     assert result.converged and result.steps <= 30
-    report = identifiability.analyze((DAMPING,), result.values, result.information, result.converged)
+    report = analyze((DAMPING,), result.values, result.information, result.converged)
     entry = report["parameters"][DAMPING]
     assert entry["estimate"] == pytest.approx(0.137, rel=0.01)
     assert entry["ci95"][0] <= 0.137 <= entry["ci95"][1]
@@ -81,7 +83,7 @@ def test_fit_converges_within_30_steps_and_its_interval_covers_the_truth(dt):
 
 
 def test_mjx_jacobian_matches_finite_differences_in_mujoco():
-    problem = sysid.Problem(PENDULUM.mj_model, [DAMPING], random_recording(0.05, seed=1))
+    problem = Problem(PENDULUM.mj_model, [DAMPING], random_recording(0.05, seed=1))
     x0 = problem.segments.measured[:, 0]
     weights = 1.0 / np.array([1e-3, 1e-2])
     autodiff = problem.jacobian(np.array([0.1]), x0, weights, "autodiff")
@@ -93,13 +95,13 @@ def test_mjx_jacobian_matches_finite_differences_in_mujoco():
 
 
 def test_a_fit_stopped_at_its_step_limit_is_not_converged():
-    problem = sysid.Problem(PENDULUM.mj_model, [DAMPING], random_recording(0.05, seed=1))
-    result = sysid.fit(problem, steps=2, method="finite_difference")
+    problem = Problem(PENDULUM.mj_model, [DAMPING], random_recording(0.05, seed=1))
+    result = fit(problem, steps=2, method="finite_difference")
     assert not result.converged and result.steps == 2 and result.step_length > 0.1
-    report = identifiability.analyze((DAMPING,), result.values, result.information, result.converged)
+    report = analyze((DAMPING,), result.values, result.information, result.converged)
     report |= {"converged": False, "stalled": False, "steps": 2, "step_length": result.step_length}
     report["noise"] = {"source": "estimated from the residuals", "qpos": [1e-3], "qvel": [1e-2]}
-    lines = identifiability.summary_lines(report)
+    lines = summary_lines(report)
     assert lines[0].startswith("NOT CONVERGED after 2 steps: stopped at the step limit, the Gauss-Newton step")
     assert lines[1].endswith("(unreliable: not converged)") and report["parameters"][DAMPING]["reliable"] is False
 
@@ -109,12 +111,12 @@ def test_problem_rejects_data_that_cannot_hold_one_segment_and_reports_gaps():
     with pytest.raises(
         ValueError, match=r"^the recording has 41 samples, fewer than one segment of 61 samples \(3 s\)"
     ):
-        sysid.Problem(PENDULUM.mj_model, [DAMPING], data, segment_seconds=3.0)
+        Problem(PENDULUM.mj_model, [DAMPING], data, segment_seconds=3.0)
     with pytest.raises(ValueError, match=r"sample spacing 0.005 s is not a multiple of the model time step 0.01 s"):
-        sysid.Problem(PENDULUM.mj_model, [DAMPING], Trajectory(data.time / 10, data.qpos, data.qvel, data.ctrl))
+        Problem(PENDULUM.mj_model, [DAMPING], Trajectory(data.time / 10, data.qpos, data.qvel, data.ctrl))
     time = data.time.copy()
     time[20:] += 1.0
-    gapped = sysid.Problem(PENDULUM.mj_model, [DAMPING], Trajectory(time, data.qpos, data.qvel, data.ctrl), 0.45)
+    gapped = Problem(PENDULUM.mj_model, [DAMPING], Trajectory(time, data.qpos, data.qvel, data.ctrl), 0.45)
     # two stretches of 20 and 21 samples, two segments of 10 samples in each, 1 sample left out
     assert gapped.segments.start_rows.tolist() == [0, 10, 20, 30]
     assert gapped.describe() == (
@@ -127,9 +129,9 @@ def test_intervals_cover_the_truth_on_simulated_datasets():
     # 12 datasets (finite differences in MuJoCo: no compilation), rates 0.01 and 0.05 s in turn;
     # honest 95% intervals miss the truth in 0.6 of 12 on average, and 3 or more misses happen
     # with probability 2%; the old fit from exactly measured start states missed most of them.
-    true_model, guess_model = sysid_coverage.models(PENDULUM.mj_model, {DAMPING: 0.137}, {})
+    true_model, guess_model = coverage.models(PENDULUM.mj_model, {DAMPING: 0.137}, {})
     datasets = [
-        sysid_coverage.simulate_and_fit(
+        coverage.simulate_and_fit(
             true_model,
             guess_model,
             (DAMPING,),
@@ -144,7 +146,7 @@ def test_intervals_cover_the_truth_on_simulated_datasets():
         )
         for k in range(12)
     ]
-    summary = sysid_coverage.summarize(datasets, (DAMPING,), np.array([0.137]))["all"]
+    summary = coverage.summarize(datasets, (DAMPING,), np.array([0.137]))["all"]
     assert summary["converged"] == 12
     assert summary[DAMPING]["coverage"] >= 10 / 12
     assert summary[DAMPING]["median_relative_error"] < 0.01
@@ -153,12 +155,12 @@ def test_intervals_cover_the_truth_on_simulated_datasets():
 def friction_problem(amplitudes, frequencies):
     # true damping 0.1 and Coulomb friction 0.2; the fit starts at half of each.
     data = recording(model_with(damping=0.1, frictionloss=0.2), 20.0, amplitudes, frequencies, 0.002, 0.02)
-    return sysid.Problem(model_with(damping=0.05, frictionloss=0.1), [DAMPING, FRICTION], data)
+    return Problem(model_with(damping=0.05, frictionloss=0.1), [DAMPING, FRICTION], data)
 
 
 def fit_and_analyze(problem):
-    result = sysid.fit(problem, method="finite_difference")
-    return result, identifiability.analyze((DAMPING, FRICTION), result.values, result.information, result.converged)
+    result = fit(problem, method="finite_difference")
+    return result, analyze((DAMPING, FRICTION), result.values, result.information, result.converged)
 
 
 def test_low_speed_data_is_flagged_as_unable_to_separate_damping_and_friction():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from shac.tools.trajectory import Trajectory, multisine, random_excitation, record
+from shac.sysid.recording import Trajectory, multisine, random_excitation, record
 
 PENDULUM_SIZES = {"nq": 1, "nv": 1, "nu": 1}
 

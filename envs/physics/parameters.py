@@ -150,21 +150,3 @@ def write_all(model: mjx.Model, parameters: tuple[ModelParameter, ...], values: 
     for i, parameter in enumerate(parameters):
         model = parameter.write(model, values[i])
     return model
-
-
-def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, float]:
-    """`["joint:hinge:damping=0.1", ...]` -> {"joint:hinge:damping": 0.1, ...}.
-
-    Raises:
-        ValueError: an item without `=value` or with a non-numeric value.
-    """
-    values = {}
-    for item in items:
-        key, sep, value = item.rpartition("=")
-        try:
-            values[key] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not key:
-            raise ValueError(f"'{item}' is not element:name:attribute=value")
-    return values

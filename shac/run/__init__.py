@@ -4,5 +4,5 @@ evaluation, videos, policy export, and Hydra's composition of the configs.
 
 A new logger goes in `tracking.py`; a new run artefact or format beside `serialization.py`
 and `export.py`. Modules here may import `envs`, `shac.config`, `shac.core`, each other,
-and I/O libraries (orbax, wandb, Hydra, imageio, ONNX); never `shac.tools` or `launch`.
+and I/O libraries (orbax, wandb, Hydra, imageio, ONNX); never `shac.sysid`, `shac.tools` or `launch`.
 """

@@ -2,7 +2,7 @@
 
 The fit's information matrix about the parameters, F = J^T J of the
 noise-weighted residuals with every segment start state free (the Schur
-complement in `shac.tools.least_squares`), is the inverse covariance of the
+complement in `shac.sysid.least_squares`), is the inverse covariance of the
 estimates. Taken in relative units (d residuals / d log(values)), its inverse
 gives relative standard errors and 95% intervals, and its eigen-decomposition
 the combinations of parameters the data pins down (large eigenvalues) or

@@ -1,21 +1,17 @@
 """System identification by multiple shooting through MJX, fitted by Levenberg-Marquardt.
 
-A recorded trajectory (`shac.tools.trajectory`) is cut into segments of equal
+A recorded trajectory (`shac.sysid.recording`) is cut into segments of equal
 duration. Each segment starts from its own start state, a decision variable
 initialised from the measurement there, and is simulated under the measured
 controls. The residuals are, per segment, the start state minus its
 measurement and each simulated state minus the next measurement, every
 coordinate divided by its noise standard deviation; each measurement enters
-exactly once. The named model parameters (`envs.physics.parameters`) and all start
-states are fitted together by Levenberg-Marquardt (`shac.tools.least_squares`), so
-noise in the measured start states does not bias the parameters and the
-intervals account for the start states being estimated too.
-
-Noise model: independent Gaussian measurement noise, one standard deviation per
-qpos and qvel coordinate, constant in time; controls are exact. The standard
-deviations are given, or estimated: from third differences of the data to
-start, then from the fit's residuals (each divided by 1 - its leverage) until
-they change by less than 5%.
+exactly once. The named model parameters (`envs.physics.parameters`, bounded as
+in `shac.sysid.parameters`) and all start states are fitted together by
+Levenberg-Marquardt (`shac.sysid.least_squares`), so noise in the measured start
+states does not bias the parameters and the intervals account for the start
+states being estimated too. The noise standard deviations are given, or
+estimated as `shac.sysid.noise` describes.
 
 Jacobians come from MJX's forward mode (`method="autodiff"`) or from central
 differences with MuJoCo's C simulator (`"finite_difference"`, for models MJX
@@ -37,42 +33,13 @@ import numpy as np
 from mujoco import mjx
 
 from envs.physics.parameters import ModelParameter, parse_all, write_all
-from shac.tools import least_squares
-from shac.tools.trajectory import Trajectory, simulate_mujoco
+from shac.sysid import least_squares
+from shac.sysid.noise import NOISE_RTOL, initial_noise, reestimate_noise
+from shac.sysid.parameters import Bounds
+from shac.sysid.recording import Trajectory, simulate_mujoco
 
 METHODS = ("autodiff", "finite_difference")
-NOISE_RTOL = 0.05
-"""Noise estimation stops when no standard deviation changes by more than this fraction."""
 MIN_SEGMENT_SAMPLES = 5
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """Where a parameter may lie: (lower, upper), upper may be inf."""
-
-    lower: float = 0.0
-    upper: float = float("inf")
-
-    def to_value(self, theta: np.ndarray) -> np.ndarray:
-        """Unconstrained theta -> value in (lower, upper): exp above a lower bound, logistic between two."""
-        if np.isinf(self.upper):
-            return self.lower + np.exp(theta)
-        return self.lower + (self.upper - self.lower) / (1.0 + np.exp(-theta))
-
-    def derivative(self, theta: np.ndarray) -> np.ndarray:
-        """d value / d theta."""
-        if np.isinf(self.upper):
-            return np.exp(theta)
-        s = 1.0 / (1.0 + np.exp(-theta))
-        return (self.upper - self.lower) * s * (1 - s)
-
-    def to_theta(self, value: float) -> float:
-        if not self.lower < value < self.upper:
-            raise ValueError(f"initial value {value} is outside the bounds ({self.lower}, {self.upper})")
-        if np.isinf(self.upper):
-            return float(np.log(value - self.lower))
-        u = (value - self.lower) / (self.upper - self.lower)
-        return float(np.log(u / (1.0 - u)))
 
 
 def default_segment_seconds(trajectory: Trajectory) -> float:
@@ -128,28 +95,6 @@ class Segments:
         states = np.concatenate([trajectory.qpos, trajectory.qvel], axis=1)
         segments = cls(start_rows=starts, measured=states[rows], ctrl=trajectory.ctrl[rows[:, :-1]])
         return segments, len(trajectory.time) - rows.size
-
-
-def initial_noise(trajectory: Trajectory) -> np.ndarray:
-    """[nx] a first noise estimate per qpos/qvel coordinate, from third differences within stretches.
-
-    For white noise of standard deviation s a third difference has standard
-    deviation s sqrt(20); a smooth signal sampled finely adds little. The median
-    absolute deviation keeps fast motions from dominating. Floored at
-    `noise_floor`.
-    """
-    states = np.concatenate([trajectory.qpos, trajectory.qvel], axis=1)
-    diffs = [np.diff(states[s], n=3, axis=0) for s in trajectory.stretches() if s.stop - s.start > 3]
-    if not diffs:
-        return noise_floor(states)
-    d3 = np.concatenate(diffs)
-    mad = np.median(np.abs(d3 - np.median(d3, axis=0)), axis=0)
-    return np.maximum(1.4826 * mad / np.sqrt(20.0), noise_floor(states))
-
-
-def noise_floor(states: np.ndarray) -> np.ndarray:
-    """[nx] the smallest noise level assumed: 1e-9 of each coordinate's magnitude, above float64 simulation error."""
-    return 1e-9 * (1.0 + np.abs(states).max(axis=0))
 
 
 class Problem:
@@ -338,7 +283,7 @@ class FitResult:
         noise_given: whether `noise` was given rather than estimated.
         residuals: [S, L * nx] final residuals divided by `noise`.
         converged: the last Gauss-Newton step was under `tolerance` standard
-            errors (or under 1 where the cost stalled, see `shac.tools.least_squares`)
+            errors (or under 1 where the cost stalled, see `shac.sysid.least_squares`)
             and the noise estimate had settled, within `steps`.
         stalled: the last round stopped because the cost stopped decreasing.
         steps: Levenberg-Marquardt iterations taken, all rounds together.
@@ -423,7 +368,7 @@ def fit(
         losses.extend(2 * c / count for c in solution.costs[1 if round_ else 0 :])
         if problem.noise_given or not solution.converged:
             break
-        updated = _reestimate_noise(solution, noise, problem.segments.measured)
+        updated = reestimate_noise(solution, noise, problem.segments.measured)
         settled = bool(np.abs(updated / noise - 1).max() < NOISE_RTOL)
         noise = updated
         if settled:
@@ -447,17 +392,3 @@ def fit(
         step_length=solution.step_length,
         seconds_per_jacobian=float(np.median(timings[1:] if len(timings) > 1 else timings)),
     )
-
-
-def _reestimate_noise(solution: least_squares.Solution, noise: np.ndarray, measured: np.ndarray) -> np.ndarray:
-    """[nx] noise per coordinate from a converged fit's residuals, each divided by 1 - its leverage.
-
-    Args:
-        solution: residuals weighted by 1 / `noise`. measured: [S, L, nx] the data (for the floor).
-    """
-    nx = len(noise)
-    normal = least_squares.Normal.build(solution.residuals, solution.shared, solution.local)
-    leverage = least_squares.leverages(solution.shared, solution.local, normal)
-    squares = ((solution.residuals.reshape(-1, nx) * noise) ** 2).sum(axis=0)
-    dof = np.maximum((1 - leverage).reshape(-1, nx).sum(axis=0), 1.0)
-    return np.maximum(np.sqrt(squares / dof), noise_floor(measured.reshape(-1, nx)))

@@ -18,8 +18,9 @@ import mujoco
 import numpy as np
 
 from envs.physics.parameters import ModelParameter
-from shac.tools import identifiability, sysid
-from shac.tools.trajectory import random_excitation, record
+from shac.sysid.fit import Problem, fit
+from shac.sysid.recording import random_excitation, record
+from shac.sysid.report import analyze
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,9 @@ def simulate_and_fit(
     ctrl = random_excitation(seconds, dt, true_model.nu, rng, max_hz)
     qpos0, qvel0 = initial_state(rng)
     data = record(true_model, ctrl, qpos0, qvel0, dt, sigma_qpos, sigma_qvel, rng)
-    problem = sysid.Problem(guess_model, keys, data)
-    result = sysid.fit(problem, method=method)
-    report = identifiability.analyze(keys, result.values, result.information, result.converged)
+    problem = Problem(guess_model, keys, data)
+    result = fit(problem, method=method)
+    report = analyze(keys, result.values, result.information, result.converged)
     entries = [report["parameters"][key] for key in keys]
     covered = [result.converged and e["ci95"][0] <= t <= e["ci95"][1] for e, t in zip(entries, truth, strict=True)]
     return Dataset(

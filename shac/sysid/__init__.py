@@ -1,0 +1,16 @@
+"""System identification: fitting a model's physical parameters to recorded trajectories.
+
+- `parameters`: what is sysid-specific about the parameters (bounds, `key=value` values);
+  their names are resolved and written by `envs.physics.parameters`.
+- `recording`: the recorded trajectory format and its checks, simulation with MuJoCo's C
+  simulator, synthetic recordings and excitation signals.
+- `noise`: the measurement noise model and its estimates.
+- `least_squares`: Levenberg-Marquardt with an arrow-structured normal matrix.
+- `fit`: the multiple-shooting problem (segments, residuals, Jacobians) and the fit.
+- `report`: what the data determines (information-matrix analysis, flags, summary lines,
+  loss-landscape figure).
+- `coverage`: the benchmark of how often the 95% intervals hold the truth.
+
+Modules here may import `envs`, each other, and numerical and plotting libraries (JAX,
+MuJoCo, MJX, numpy, matplotlib); nothing else of `shac`, never `launch`.
+"""
