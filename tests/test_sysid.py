@@ -2,12 +2,17 @@
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
+from mujoco import mjx
 
 import envs
 from envs.physics.parameters import ModelParameter
@@ -47,9 +52,9 @@ def test_parameter_names_are_checked_against_the_model():
     with pytest.raises(ValueError, match="no joint named 'hinj' in the model; joints: hinge"):
         ModelParameter.parse("joint:hinj:damping", PENDULUM.mj_model)
     with pytest.raises(
-        ValueError, match="unsupported parameter 'joint:hinge:stiffness'; accepted: joint:<name>:damping"
+        ValueError, match=re.escape("unsupported parameter 'joint:hinge:margin'; accepted: joint:<name>:damping|")
     ):
-        ModelParameter.parse("joint:hinge:stiffness", PENDULUM.mj_model)
+        ModelParameter.parse("joint:hinge:margin", PENDULUM.mj_model)
     with pytest.raises(ValueError, match="is not element:name:attribute"):
         ModelParameter.parse("damping", PENDULUM.mj_model)
 
@@ -63,6 +68,135 @@ def test_parameters_write_into_mjx_and_mujoco_models():
     model = model_with(damping=0.3)
     assert ModelParameter.parse(DAMPING, model).read(model) == pytest.approx(0.3)
     assert ModelParameter.parse(DAMPING, PENDULUM.mj_model).read(PENDULUM.mj_model) == pytest.approx(0.05)
+
+
+# a hinge (qpos 0, dof 0), a ball (qpos 1-4, dofs 1-3) and a slide (qpos 5, dof 4) in a chain without
+# contacts, a position servo (kp 10, kv 1), a motor and a velocity servo on the hinge
+ARM = mujoco.MjModel.from_xml_string("""
+<mujoco>
+  <default><geom contype="0" conaffinity="0"/></default>
+  <worldbody>
+    <body name="arm">
+      <joint name="hinge" axis="0 1 0" stiffness="2"/>
+      <geom name="rod" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05" mass="1" friction="0.8 0.01 0.001"/>
+      <body name="tip" pos="0 0 -0.5">
+        <joint name="ball" type="ball"/>
+        <geom name="bob" type="sphere" size="0.05" mass="0.2"/>
+        <body name="sled">
+          <joint name="slider" type="slide" axis="1 0 0" stiffness="5" springref="0.1"/>
+          <geom type="box" size="0.02 0.02 0.02" mass="0.1"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="servo" joint="hinge" kp="10" kv="1"/>
+    <motor name="torque" joint="hinge" gear="2"/>
+    <velocity name="spin" joint="hinge" kv="3"/>
+  </actuator>
+</mujoco>
+""")
+ARM_MJX = mjx.put_model(ARM, impl="jax")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "entries"),
+    [
+        # one stiffness per joint: the ball is joint 1, though its dofs are 1-3
+        ("joint:ball:stiffness", 3.0, {"jnt_stiffness": {1: 3.0}}),
+        # the slider's qpos comes after the hinge's one and the ball's four
+        ("joint:slider:springref", 0.2, {"qpos_spring": {5: 0.2}}),
+        ("actuator:servo:kp", 7.0, {"actuator_gainprm": {(0, 0): 7.0}, "actuator_biasprm": {(0, 1): -7.0}}),
+        ("actuator:servo:kv", 0.5, {"actuator_biasprm": {(0, 2): -0.5}}),
+        ("actuator:torque:gain", 4.0, {"actuator_gainprm": {(1, 0): 4.0}}),
+        ("geom:rod:friction", 0.6, {"geom_friction": {(0, 0): 0.6}}),
+        ("geom:rod:torsional_friction", 0.02, {"geom_friction": {(0, 1): 0.02}}),
+        ("geom:rod:rolling_friction", 0.003, {"geom_friction": {(0, 2): 0.003}}),
+    ],
+)
+def test_parameters_write_the_same_entries_into_mjx_and_mujoco_models(key, value, entries):
+    parameter = ModelParameter.parse(key, ARM)
+    mjx_model = parameter.write(ARM_MJX, jnp.float32(value))
+    mj_model = copy.deepcopy(ARM)
+    parameter.write_mj(mj_model, value)
+    assert parameter.read(mjx_model) == pytest.approx(value) and parameter.read(mj_model) == pytest.approx(value)
+    for field, changed in entries.items():
+        expected = np.array(getattr(ARM, field))
+        for index, entry in changed.items():
+            expected[index] = entry
+        np.testing.assert_allclose(np.asarray(getattr(mjx_model, field)), expected, rtol=1e-6)
+        np.testing.assert_array_equal(getattr(mj_model, field), expected)
+
+
+def test_gradient_flows_into_a_position_servos_kp():
+    kp = ModelParameter.parse("actuator:servo:kp", ARM)
+    data = mjx.make_data(ARM_MJX)
+    # hinge at 0.3 rad, servo target 0.1: the servo's force is kp (0.1 - 0.3), through both written entries
+    data = data.replace(qpos=data.qpos.at[0].set(0.3), ctrl=jnp.array([0.1, 0.0, 0.0]))
+
+    def hinge_velocity(value):
+        return mjx.step(kp.write(ARM_MJX, value), data).qvel[0]
+
+    grad = float(jax.jit(jax.grad(hinge_velocity))(jnp.float32(10.0)))
+    # a stiffer servo pulls the hinge back harder; one step is linear in kp
+    central = float(hinge_velocity(jnp.float32(11.0)) - hinge_velocity(jnp.float32(9.0))) / 2.0
+    assert np.isfinite(grad) and grad < 0.0
+    assert grad == pytest.approx(central, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "actuator:torque:kp",
+            "parameter 'actuator:torque:kp': actuator 'torque' is not a position servo (kp and kv need gaintype "
+            "fixed, biastype affine and biasprm[1] == -gainprm[0], as <position> compiles); use actuator:<name>:gain",
+        ),
+        ("actuator:spin:kv", "parameter 'actuator:spin:kv': actuator 'spin' is not a position servo"),
+        ("actuator:servo:gain", "actuator 'servo' is a position servo whose bias is tied to its gain"),
+        ("actuator:spin:gain", "actuator 'spin' is a velocity servo whose bias is tied to its gain"),
+        ("joint:ball:springref", "a ball joint's spring reference is a pose, not one value; springref is accepted"),
+        (
+            "body:arm:inertia",
+            "parameter 'body:arm:inertia' is not supported yet: the inertia must stay physically consistent with "
+            "the body's mass",
+        ),
+        ("body:arm:ipos", "parameter 'body:arm:ipos' is not supported yet: the centre of mass must move"),
+    ],
+)
+def test_parameters_an_element_cannot_take_are_refused_in_one_line(key, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        ModelParameter.parse(key, ARM)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "bounds", "message"),
+    [
+        ("actuator:servo:kp", (0.0, 20.0), r"must be > 0 \(a position gain; 0 disconnects the servo\)"),
+        ("actuator:servo:kv", (-1.0, 1.0), r"must be >= 0 \(kv cannot be negative\)"),
+        ("joint:hinge:stiffness", (-1.0, 1.0), r"must be >= 0 \(stiffness cannot be negative\)"),
+        ("geom:rod:torsional_friction", (-0.1, 0.1), r"must be >= 0 \(torsional_friction cannot be negative\)"),
+        ("geom:rod:rolling_friction", (-0.1, 0.1), r"must be >= 0 \(rolling_friction cannot be negative\)"),
+        ("actuator:torque:gain", (-1.0, 1.0), r"must be > 0, the sign of the model's gain 1.0 \(0 disconnects it\)"),
+    ],
+)
+def test_ranges_of_servo_spring_and_friction_parameters_are_checked(key, bounds, message):
+    with pytest.raises(ValueError, match=message):
+        ModelParameter.parse(key, ARM).check_range(*bounds, ARM)
+
+
+def test_physically_valid_ranges_of_servo_spring_and_friction_parameters_are_accepted():
+    ranges = {
+        "actuator:servo:kp": (1.0, 20.0),
+        "actuator:servo:kv": (0.0, 2.0),
+        "actuator:torque:gain": (0.5, 2.0),
+        "joint:hinge:stiffness": (0.0, 5.0),
+        "joint:slider:springref": (-0.5, 0.5),  # a position: either sign
+        "geom:rod:rolling_friction": (0.0, 0.01),
+    }
+    for key, bounds in ranges.items():
+        ModelParameter.parse(key, ARM).check_range(*bounds, ARM)
 
 
 @pytest.mark.parametrize("dt", [0.01, 0.05])

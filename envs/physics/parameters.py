@@ -1,10 +1,29 @@
 """Physical model parameters named by MJCF element and attribute, read and written on MJX models.
 
 A parameter is written `element:name:attribute`, e.g. `joint:hinge:damping`,
-`body:pole:mass`, `geom:bob:friction`, `actuator:torque:gear`. System
+`body:pole:mass`, `geom:bob:friction`, `actuator:servo:kp`. System
 identification estimates such parameters; domain randomisation samples them
 per environment. Writing goes through `mjx.Model.replace`, so gradients flow
-into the values.
+into the values; `ModelParameter.write_mj` writes the same entries of a MuJoCo
+(C) model. Accepted (values in the compiled model's units: radians, not the
+MJCF's degrees):
+
+    joint:<name>:damping             dof_damping of each of the joint's dofs
+    joint:<name>:frictionloss        dof_frictionloss of each of the joint's dofs
+    joint:<name>:armature            dof_armature of each of the joint's dofs
+    joint:<name>:stiffness           jnt_stiffness (one per joint, whatever its dofs)
+    joint:<name>:springref           qpos_spring: the spring's rest position (hinge and slide joints)
+    body:<name>:mass                 body_mass, with body_inertia scaled by the same ratio
+    geom:<name>:friction             geom_friction[:, 0], sliding
+    geom:<name>:torsional_friction   geom_friction[:, 1]
+    geom:<name>:rolling_friction     geom_friction[:, 2]
+    actuator:<name>:gear             actuator_gear[:, 0]
+    actuator:<name>:gain             actuator_gainprm[:, 0] (a fixed gain, not a <position>/<velocity> servo's)
+    actuator:<name>:kp               actuator_gainprm[:, 0] = kp and actuator_biasprm[:, 1] = -kp (position actuators)
+    actuator:<name>:kv               actuator_biasprm[:, 2] = -kv (position actuators)
+
+`body:<name>:inertia` and `body:<name>:ipos` are refused: an inertia must stay
+consistent with the mass and geometry, which needs its own parametrisation.
 """
 
 from __future__ import annotations
@@ -17,14 +36,43 @@ import mujoco
 import numpy as np
 from mujoco import mjx
 
-# attribute -> (element, mjx.Model field, column of that field or None for all)
-ATTRIBUTES = {
-    ("joint", "damping"): ("dof_damping", None),
-    ("joint", "frictionloss"): ("dof_frictionloss", None),
-    ("joint", "armature"): ("dof_armature", None),
-    ("body", "mass"): ("body_mass", None),
-    ("geom", "friction"): ("geom_friction", 0),
-    ("actuator", "gear"): ("actuator_gear", 0),
+
+@dataclass(frozen=True)
+class FieldWrite:
+    """One model entry a parameter sets: `field[rows, column] = sign * value`.
+
+    Attributes:
+        field: the `mjx.Model` / `mujoco.MjModel` field, e.g. `actuator_biasprm` (float [n, 10]).
+        column: index into the field's second axis, or None for a field of one axis (float [n]).
+        sign: +1 or -1 (MuJoCo stores a position servo's stiffness and damping negated in its bias).
+    """
+
+    field: str
+    column: int | None = None
+    sign: float = 1.0
+
+
+# (element, attribute) -> the entries it writes; the first is the one read back
+ATTRIBUTES: dict[tuple[str, str], tuple[FieldWrite, ...]] = {
+    ("joint", "damping"): (FieldWrite("dof_damping"),),
+    ("joint", "frictionloss"): (FieldWrite("dof_frictionloss"),),
+    ("joint", "armature"): (FieldWrite("dof_armature"),),
+    ("joint", "stiffness"): (FieldWrite("jnt_stiffness"),),
+    ("joint", "springref"): (FieldWrite("qpos_spring"),),
+    ("body", "mass"): (FieldWrite("body_mass"),),
+    ("geom", "friction"): (FieldWrite("geom_friction", 0),),
+    ("geom", "torsional_friction"): (FieldWrite("geom_friction", 1),),
+    ("geom", "rolling_friction"): (FieldWrite("geom_friction", 2),),
+    ("actuator", "gear"): (FieldWrite("actuator_gear", 0),),
+    ("actuator", "gain"): (FieldWrite("actuator_gainprm", 0),),
+    ("actuator", "kp"): (FieldWrite("actuator_gainprm", 0), FieldWrite("actuator_biasprm", 1, -1.0)),
+    ("actuator", "kv"): (FieldWrite("actuator_biasprm", 2, -1.0),),
+}
+_NOT_YET = {
+    ("body", "inertia"): "the inertia must stay physically consistent with the body's mass (positive, "
+    "obeying the triangle inequality), which needs its own parametrisation",
+    ("body", "ipos"): "the centre of mass must move consistently with the body's mass and inertia, "
+    "which needs its own parametrisation",
 }
 _OBJECT_TYPES = {
     "joint": mujoco.mjtObj.mjOBJ_JOINT,
@@ -34,57 +82,72 @@ _OBJECT_TYPES = {
 }
 
 
+def _accepted() -> str:
+    """'joint:<name>:damping|frictionloss|..., body:<name>:mass, ...'."""
+    by_element: dict[str, list[str]] = {}
+    for element, attribute in ATTRIBUTES:
+        by_element.setdefault(element, []).append(attribute)
+    return ", ".join(f"{element}:<name>:{'|'.join(names)}" for element, names in by_element.items())
+
+
 @dataclass(frozen=True)
 class ModelParameter:
     """One named physical parameter of a MuJoCo model.
 
     Attributes:
         key: `element:name:attribute`, as the user wrote it.
-        field: the `mjx.Model` field holding it.
-        rows: indices into the field's first axis (the dofs of a joint, or one id).
-        column: index into the field's second axis, or None.
+        rows: indices into the first axis of every written field (the dofs of a
+            joint for `dof_*` fields, the joint's qpos address for `qpos_spring`,
+            else the element's id).
+        writes: the entries set together; the value is read from the first.
     """
 
     key: str
-    field: str
     rows: tuple[int, ...]
-    column: int | None
+    writes: tuple[FieldWrite, ...]
+
+    @property
+    def attribute(self) -> str:
+        return self.key.rsplit(":", 1)[1]
 
     @classmethod
     def parse(cls, key: str, model: mujoco.MjModel) -> ModelParameter:
         """Resolves `element:name:attribute` in `model`.
 
         Raises:
-            ValueError: malformed key, unknown attribute or name, naming the accepted ones.
+            ValueError: malformed key, unknown or unsupported attribute, unknown name, or an
+                attribute the element cannot take (kp on a motor, springref on a ball joint).
         """
         parts = key.split(":")
-        accepted = ", ".join(f"{e}:<name>:{a}" for e, a in ATTRIBUTES)
         if len(parts) != 3:
-            raise ValueError(f"parameter '{key}' is not element:name:attribute; accepted: {accepted}")
+            raise ValueError(f"parameter '{key}' is not element:name:attribute; accepted: {_accepted()}")
         element, name, attribute = parts
+        if (element, attribute) in _NOT_YET:
+            raise ValueError(
+                f"parameter '{key}' is not supported yet: {_NOT_YET[(element, attribute)]} "
+                f"(body:<name>:mass scales the inertia with the mass); accepted: {_accepted()}"
+            )
         if (element, attribute) not in ATTRIBUTES:
-            raise ValueError(f"unsupported parameter '{key}'; accepted: {accepted}")
+            raise ValueError(f"unsupported parameter '{key}'; accepted: {_accepted()}")
         object_id = mujoco.mj_name2id(model, _OBJECT_TYPES[element], name)
         if object_id < 0:
             names = [mujoco.mj_id2name(model, _OBJECT_TYPES[element], i) for i in range(_count(model, element))]
             raise ValueError(f"no {element} named '{name}' in the model; {element}s: {', '.join(map(str, names))}")
-        field, column = ATTRIBUTES[(element, attribute)]
-        if element == "joint":
-            first = model.jnt_dofadr[object_id]
-            last = model.jnt_dofadr[object_id + 1] if object_id + 1 < model.njnt else model.nv
-            rows = tuple(range(first, last))
-        else:
-            rows = (object_id,)
-        return cls(key=key, field=field, rows=rows, column=column)
+        if element == "actuator":
+            _check_actuator(model, key, object_id, attribute)
+        writes = ATTRIBUTES[(element, attribute)]
+        return cls(key=key, rows=_rows(model, key, writes[0].field, object_id), writes=writes)
 
     def check_range(self, low: float, high: float, model: mujoco.MjModel) -> None:
         """Fails unless every value in [low, high] is physically valid for this parameter of `model`.
 
         Masses must be positive (the inertia is scaled with the mass, so it stays
-        positive too, which needs a body with mass to scale from); damping,
-        armature, frictionloss and friction must be non-negative; a gear range
-        must keep the sign of the model's gear and exclude zero (a zero gear
-        disconnects the actuator, a flipped one reverses it).
+        positive too, which needs a body with mass to scale from), and so must a
+        position servo's kp (0 disconnects it); a gear or gain range must keep the
+        sign of the model's value and exclude zero (zero disconnects the actuator,
+        a flipped sign reverses it); a springref (a position) may take any value;
+        everything else (damping, frictionloss, armature, stiffness, kv and the
+        three frictions) must be non-negative.
 
         Raises:
             ValueError: naming the parameter, the range and what is accepted.
@@ -95,47 +158,118 @@ class ModelParameter:
         if not low <= high:
             raise ValueError(f"randomization range of '{self.key}' has low {low} > high {high}")
         nominal = self.read(model)
-        if self.field == "body_mass":
+        if self.attribute == "mass":
             if low <= 0.0:
                 raise ValueError(f"{shown} must be > 0 (a mass; the inertia is scaled with it)")
             if nominal <= 0.0:
                 raise ValueError(f"{shown}: the body has no mass in the model to scale its inertia from")
-        elif self.field == "actuator_gear":
+        elif self.attribute == "kp":
+            if low <= 0.0:
+                raise ValueError(f"{shown} must be > 0 (a position gain; 0 disconnects the servo)")
+        elif self.attribute in ("gear", "gain"):
             if not ((nominal > 0.0 and low > 0.0) or (nominal < 0.0 and high < 0.0)):
                 sign = "< 0" if nominal < 0.0 else "> 0"
-                raise ValueError(f"{shown} must be {sign}, the sign of the model's gear {nominal} (0 disconnects it)")
-        elif low < 0.0:
-            raise ValueError(f"{shown} must be >= 0 ({self.field.split('_', 1)[1]} cannot be negative)")
+                raise ValueError(
+                    f"{shown} must be {sign}, the sign of the model's {self.attribute} {nominal} (0 disconnects it)"
+                )
+        elif self.attribute != "springref" and low < 0.0:
+            raise ValueError(f"{shown} must be >= 0 ({self.attribute} cannot be negative)")
 
     def read(self, model: mujoco.MjModel | mjx.Model) -> float:
-        """The current value (the first row's, for a multi-dof joint)."""
-        values = np.asarray(getattr(model, self.field))[self.rows[0]]
-        return float(values if self.column is None else values[self.column])
+        """The current value (the first row's, for a multi-dof joint), from the first written entry."""
+        first = self.writes[0]
+        values = np.asarray(getattr(model, first.field))[self.rows[0]]
+        value = first.sign * float(values if first.column is None else values[first.column])
+        return value + 0.0  # a kv of 0, stored negated, reads 0.0 rather than -0.0
 
     def write(self, model: mjx.Model, value: jax.Array) -> mjx.Model:
-        """`model` with this parameter set to `value` (float32 []); differentiable in `value`."""
-        array = getattr(model, self.field)
+        """`model` with this parameter set to `value` (float []); differentiable in `value`."""
         rows = np.asarray(self.rows)
-        index = rows if self.column is None else (rows, self.column)
-        changes = {self.field: array.at[index].set(value)}
-        if self.field == "body_mass":  # scale the inertia with the mass: same shape, new density
-            ratio = value / jnp.maximum(array[rows[0]], 1e-12)
+        changes = {}
+        for entry in self.writes:
+            array = changes.get(entry.field, getattr(model, entry.field))
+            index = rows if entry.column is None else (rows, entry.column)
+            changes[entry.field] = array.at[index].set(entry.sign * value)
+        if self.attribute == "mass":  # scale the inertia with the mass: same shape, new density
+            ratio = value / jnp.maximum(model.body_mass[rows[0]], 1e-12)
             changes["body_inertia"] = model.body_inertia.at[rows].multiply(ratio)
         return model.replace(**changes)
 
     def write_mj(self, model: mujoco.MjModel, value: float) -> None:
-        """Sets the parameter in place on a MuJoCo (C) model."""
-        array = getattr(model, self.field)
-        if self.field == "body_mass":
-            model.body_inertia[list(self.rows)] *= value / max(float(array[self.rows[0]]), 1e-12)
-        if self.column is None:
-            array[list(self.rows)] = value
-        else:
-            array[list(self.rows), self.column] = value
+        """Sets the parameter in place on a MuJoCo (C) model: the same entries as `write`."""
+        rows = list(self.rows)
+        if self.attribute == "mass":
+            model.body_inertia[rows] *= value / max(float(model.body_mass[rows[0]]), 1e-12)
+        for entry in self.writes:
+            array = getattr(model, entry.field)
+            if entry.column is None:
+                array[rows] = entry.sign * value
+            else:
+                array[rows, entry.column] = entry.sign * value
 
 
 def _count(model: mujoco.MjModel, element: str) -> int:
     return {"joint": model.njnt, "body": model.nbody, "geom": model.ngeom, "actuator": model.nu}[element]
+
+
+def _rows(model: mujoco.MjModel, key: str, field: str, object_id: int) -> tuple[int, ...]:
+    """Indices into `field`'s first axis for element `object_id`: a joint's dofs (`dof_*`, [nv]),
+    its one qpos (`qpos_spring`, [nq]; hinge and slide joints only), else the id itself."""
+    if field.startswith("dof_"):
+        last = model.jnt_dofadr[object_id + 1] if object_id + 1 < model.njnt else model.nv
+        return tuple(range(model.jnt_dofadr[object_id], last))
+    if field == "qpos_spring":
+        joint_type = mujoco.mjtJoint(model.jnt_type[object_id])
+        if joint_type not in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE):
+            kind = joint_type.name.removeprefix("mjJNT_").lower()
+            raise ValueError(
+                f"parameter '{key}': a {kind} joint's spring reference is a pose, not one value; "
+                "springref is accepted for hinge and slide joints"
+            )
+        return (int(model.jnt_qposadr[object_id]),)
+    return (object_id,)
+
+
+def _servo(model: mujoco.MjModel, actuator_id: int) -> str | None:
+    """'position' or 'velocity' for a servo as MJCF's `<position>` or `<velocity>` compiles it (a fixed
+    gain g and an affine bias whose position term, or else velocity term, is -g), None for any other."""
+    if (
+        model.actuator_gaintype[actuator_id] != mujoco.mjtGain.mjGAIN_FIXED
+        or model.actuator_biastype[actuator_id] != mujoco.mjtBias.mjBIAS_AFFINE
+    ):
+        return None
+    gain, bias = model.actuator_gainprm[actuator_id, 0], model.actuator_biasprm[actuator_id]
+    if bias[1] == -gain:
+        return "position"
+    if bias[1] == 0.0 and bias[2] == -gain:
+        return "velocity"
+    return None
+
+
+def _check_actuator(model: mujoco.MjModel, key: str, actuator_id: int, attribute: str) -> None:
+    """Refuses kp and kv on an actuator that is not a position servo, and gain on a servo (whose bias is
+    tied to its gain) or on a gain that is not fixed: writing those entries alone would break it."""
+    name, servo = key.split(":")[1], _servo(model, actuator_id)
+    if attribute in ("kp", "kv") and servo != "position":
+        raise ValueError(
+            f"parameter '{key}': actuator '{name}' is not a position servo (kp and kv need gaintype fixed, "
+            "biastype affine and biasprm[1] == -gainprm[0], as <position> compiles)"
+            + ("; use actuator:<name>:gain" if servo is None else "")
+        )
+    if attribute == "gain":
+        if model.actuator_gaintype[actuator_id] != mujoco.mjtGain.mjGAIN_FIXED:
+            gaintype = mujoco.mjtGain(model.actuator_gaintype[actuator_id]).name.removeprefix("mjGAIN_").lower()
+            raise ValueError(f"parameter '{key}': actuator '{name}' has gaintype {gaintype}; gain needs a fixed gain")
+        if servo is not None:
+            instead = (
+                "use actuator:<name>:kp, which writes both"
+                if servo == "position"
+                else "a velocity servo's kv (gainprm[0] and biasprm[2] together) is not supported yet"
+            )
+            raise ValueError(
+                f"parameter '{key}': actuator '{name}' is a {servo} servo whose bias is tied to its gain "
+                f"(as <{servo}> compiles), so gain alone would break it; {instead}"
+            )
 
 
 def parse_all(keys: list[str] | tuple[str, ...], model: mujoco.MjModel) -> tuple[ModelParameter, ...]:
