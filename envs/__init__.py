@@ -17,6 +17,7 @@ import inspect
 from importlib.metadata import entry_points
 
 from envs.ant import Ant
+from envs.arm_reach import ArmReach
 from envs.base import MjxEnv, NotDifferentiableError, State, check_differentiable
 from envs.cartpole_swingup import CartPoleSwingUp
 from envs.half_cheetah import HalfCheetah
@@ -29,6 +30,7 @@ ENTRY_POINT_GROUP = "shac.envs"
 
 _REGISTRY: dict[str, type[MjxEnv]] = {
     "ant": Ant,
+    "arm_reach": ArmReach,
     "cartpole_swingup": CartPoleSwingUp,
     "half_cheetah": HalfCheetah,
     "hopper": Hopper,

@@ -73,7 +73,8 @@ def test_command_line_overrides_win_over_env_defaults():
     [
         (
             "env.name=antt",
-            "unknown env 'antt'; available: ant, cartpole_swingup, half_cheetah, hopper, humanoid, pendulum_swingup",
+            "unknown env 'antt'; available: ant, arm_reach, cartpole_swingup, half_cheetah, hopper, humanoid, "
+            "pendulum_swingup",
         ),
         ("algo.horizon=0", "algo.horizon must be > 0, got 0"),
         ("algo.num_envs=-4", "algo.num_envs must be > 0, got -4"),

@@ -89,7 +89,7 @@ def test_brax_training_wrappers_run_the_same_env():
 
 
 def test_unknown_env_names_the_available_ones():
-    available = "ant, cartpole_swingup, half_cheetah, hopper, humanoid, pendulum_swingup"
+    available = "ant, arm_reach, cartpole_swingup, half_cheetah, hopper, humanoid, pendulum_swingup"
     with pytest.raises(ValueError, match=f"unknown env 'antt'; available: {available}"):
         envs.make("antt")
 

@@ -20,7 +20,7 @@ CONTACT_TASKS = [
 # CPU. So that the default suite stays within CI's budget, the heaviest compiles run under
 # `pytest -m slow`: the humanoid, and smoothing on every contact task but the hopper.
 SLOW_GRADIENTS = {("humanoid", "none")} | {
-    (name, mode) for name in ("half_cheetah", "ant", "humanoid") for mode in ("soft", "straight_through")
+    (name, mode) for name in ("half_cheetah", "ant", "humanoid", "arm_reach") for mode in ("soft", "straight_through")
 }
 GRADIENT_CASES = [(name, "none") for name in envs.names()] + [
     (name, mode) for mode in ("soft", "straight_through") for name in CONTACT_TASKS
