@@ -7,6 +7,8 @@ The excitation is a multisine, or smooth random controls (`excitation=random`:
 per actuator a sum of 8 sines of random frequency up to `max_hz`, phase and
 amplitude); measurement noise is Gaussian. `dt` sets the sample spacing (any
 multiple of the model's time step; default the environment's control step).
+`true_params=[signal:ctrl:delay=0.02]` simulates a control delay (seconds, as
+shac/sysid/signals.py defines it); the recorded `ctrl` is the command as sent.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class RecordArgs:
     out: str = MISSING
     """Output .npz file."""
     true_params: list[str] = field(default_factory=list)
-    """Parameter values to simulate with, as element:name:attribute=value."""
+    """Parameter values to simulate with, as element:name:attribute=value; signal:ctrl:delay in seconds."""
     seconds: float = 10.0
     """Length of the recording."""
     excitation: str = "multisine"
@@ -57,13 +59,19 @@ def main(argv: list[str]) -> None:
 
     import envs
     from envs.physics.parameters import ModelParameter
-    from shac.sysid import recording
+    from shac.sysid import recording, signals
     from shac.sysid.parameters import parse_assignments
 
+    try:
+        model_values, signal_values = signals.split_values(parse_assignments(args.true_params))
+        delay = signal_values.get(signals.DELAY, 0.0)
+        signals.check_delay(delay, args.seconds, "true delay")
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     env = envs.make(args.env)
     model = env.mj_model
     try:
-        for key, value in parse_assignments(args.true_params).items():
+        for key, value in model_values.items():
             ModelParameter.parse(key, model).write_mj(model, value)
     except ValueError as e:
         sys.exit(f"error: {e}")
@@ -82,10 +90,11 @@ def main(argv: list[str]) -> None:
         sys.exit(f"unknown excitation '{args.excitation}'; available: multisine, random")
     start = jax.device_get(env.initial_data(jax.random.key(args.seed)))
     trajectory = recording.record(
-        model, ctrl, np.asarray(start.qpos), np.asarray(start.qvel), dt, args.qpos_noise, args.qvel_noise, rng
+        model, ctrl, np.asarray(start.qpos), np.asarray(start.qvel), dt, args.qpos_noise, args.qvel_noise, rng, delay
     )
     trajectory.save(args.out)
-    print(f"wrote {args.out}: {len(trajectory.time)} samples every {dt} s")
+    delayed = f", commands acting {1000 * delay:g} ms after they are sent" if delay else ""
+    print(f"wrote {args.out}: {len(trajectory.time)} samples every {dt} s{delayed}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@
     python launch/sysid.py data=pendulum.npz env=pendulum_swingup \\
         params=[joint:hinge:damping,joint:hinge:frictionloss] init=[joint:hinge:frictionloss=0.1]
 
+`signal:ctrl:delay` (seconds) names the control delay: in params it is fitted
+(from init, default 0), in init alone it is a known, fixed delay
+(shac/sysid/signals.py).
+
 Writes <out>/sysid.json (convergence, estimates, standard errors, confidence
 intervals, the noise model, Fisher eigen-directions, flags, fit history,
 Jacobian cost of autodiff versus finite differences) and <out>/landscape.png,
@@ -34,11 +38,13 @@ class SysidArgs:
     env: str = MISSING
     """Registered environment whose MJCF model is calibrated."""
     params: list[str] = field(default_factory=list)
-    """Parameters as element:name:attribute, e.g. joint:hinge:damping."""
+    """Parameters as element:name:attribute, e.g. joint:hinge:damping, or signal:ctrl:delay (seconds)."""
     init: list[str] = field(default_factory=list)
-    """Initial guesses as element:name:attribute=value (default: the model's values, which must be > 0)."""
+    """Initial guesses as element:name:attribute=value (default: the model's values, which must be > 0;
+    the delay's 0); a value of a parameter not in params is held fixed."""
     upper: list[str] = field(default_factory=list)
-    """Upper bounds as element:name:attribute=value (default: none; every parameter is kept > 0)."""
+    """Upper bounds as element:name:attribute=value (default: none, every parameter is kept > 0; the delay
+    is kept in [0, a tenth of the recording])."""
     segment_seconds: float | None = None
     """Duration of each multiple-shooting segment (default: about 1 s, at most a fifth of the data)."""
     qpos_noise: float = 0.0
@@ -83,6 +89,7 @@ def main(argv: list[str]) -> None:
 
     import envs
     from envs.physics.parameters import ModelParameter
+    from shac.sysid import signals
     from shac.sysid.fit import Problem, fit
     from shac.sysid.parameters import Bounds, parse_assignments
     from shac.sysid.recording import Trajectory
@@ -91,12 +98,14 @@ def main(argv: list[str]) -> None:
     try:
         env = envs.make(args.env)
         model = env.mj_model
-        for key, value in parse_assignments(args.init).items():
+        model_init, signal_init = signals.split_values(parse_assignments(args.init))
+        for key, value in model_init.items():
             ModelParameter.parse(key, model).write_mj(model, value)
         bounds = {key: Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
+        signals.split(list(bounds))
         noise = (args.qpos_noise, args.qvel_noise) if args.qpos_noise > 0 else None
         trajectory = Trajectory.load(args.data)
-        problem = Problem(model, args.params, trajectory, args.segment_seconds, bounds, noise)
+        problem = Problem(model, args.params, trajectory, args.segment_seconds, bounds, noise, signal_init)
         problem.to_theta(problem.initial_values)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
@@ -110,7 +119,9 @@ def main(argv: list[str]) -> None:
         print(f"  step {step:3d}  loss {loss:.6g}  [{estimate}]", flush=True)
 
     result = fit(problem, steps=args.steps, method=args.method, on_step=progress)
-    report = analyze(tuple(args.params), result.values, result.information, result.converged)
+    report = analyze(
+        tuple(args.params), result.values, result.information, result.converged, units=problem.report_units()
+    )
     cost = {args.method: result.seconds_per_jacobian}
     if args.compare_cost:
         other = METHODS[1 - METHODS.index(args.method)]
@@ -124,6 +135,7 @@ def main(argv: list[str]) -> None:
         **report,
         "noise": {
             "source": "given" if result.noise_given else "estimated from the residuals",
+            "controls": problem.controls_phrase(),
             "qpos": result.noise[:nq].tolist(),
             "qvel": result.noise[nq:].tolist(),
             "normalised_residual_rms": float(np.sqrt(np.mean(result.residuals**2))),

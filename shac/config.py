@@ -594,4 +594,5 @@ def randomization_ranges(cfg: RandomizationConfig) -> dict[str, tuple[float, flo
             entry["estimate"] * math.exp(cfg.num_std * entry["relative_std"]),
         )
         for key, entry in parameters.items()
+        if not key.startswith("signal:")  # the measurement model's (a control delay), not the simulated model's
     }

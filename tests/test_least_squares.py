@@ -71,3 +71,31 @@ def test_levenberg_marquardt_fits_a_shared_rate_and_per_block_amplitudes():
         residuals_fn, jacobian_fn, np.array([3.0]), np.ones((3, 1)), max_steps=1, tolerance=1e-8
     )
     assert not stopped.converged and stopped.steps == 1 and stopped.step_length > 1e-8
+
+
+def test_a_bounded_variable_stops_at_its_bound_and_the_fit_converges_there():
+    # linear residuals whose unconstrained optimum has theta_0 = -0.3; theta_0 is bounded to [0, 1]
+    r, a, b, dense = arrow_problem(seed=1)
+    # residuals offset + a theta + b x, shifted from the random ones so that the optimum is at theta = (-0.3, 0.5)
+    optimum = np.linalg.lstsq(dense, -r.reshape(-1), rcond=None)[0][:2]
+    offset = r + np.einsum("srp,p->sr", a, optimum - np.array([-0.3, 0.5]))
+
+    def jacobian_fn(theta, x):
+        return offset + np.einsum("srp,p->sr", a, theta) + np.einsum("srn,sn->sr", b, x), a, b
+
+    np.testing.assert_allclose(np.linalg.lstsq(dense, -offset.reshape(-1), rcond=None)[0][:2], [-0.3, 0.5])
+    lower, upper = np.array([0.0, -np.inf]), np.array([1.0, np.inf])
+    solution = least_squares.levenberg_marquardt(
+        lambda theta, x: jacobian_fn(theta, x)[0],
+        jacobian_fn,
+        np.array([0.8, 0.0]),
+        np.zeros((4, 3)),
+        50,
+        tolerance=1e-9,
+        lower=lower,
+        upper=upper,
+    )
+    assert solution.converged and solution.theta[0] == 0.0
+    # the others are the least-squares fit with theta_0 held at 0
+    held = np.linalg.lstsq(np.delete(dense, 0, axis=1), -offset.reshape(-1), rcond=None)[0]
+    np.testing.assert_allclose(np.concatenate([solution.theta[1:], solution.x.reshape(-1)]), held, atol=1e-8)

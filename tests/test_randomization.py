@@ -109,3 +109,15 @@ def test_a_report_from_an_unconverged_fit_is_refused(tmp_path):
     ]
     # estimate * exp(-+2 * 0.1)
     assert low == pytest.approx(0.1 * np.exp(-0.2)) and high == pytest.approx(0.1 * np.exp(0.2))
+
+
+def test_a_fitted_control_delay_in_a_report_is_not_randomised(tmp_path):
+    from shac.config import randomization_ranges
+
+    # the delay belongs to the measurement model (shac/sysid/signals.py), not to the simulated model
+    report = tmp_path / "sysid.json"
+    entries = {"joint:hinge:damping": {"estimate": 0.1, "relative_std": 0.1}}
+    entries["signal:ctrl:delay"] = {"estimate": 0.02, "relative_std": 0.01, "unit": 0.05}
+    report.write_text(json.dumps({"converged": True, "parameters": entries}))
+    ranges = randomization_ranges(RandomizationConfig(mode="from_sysid", report=str(report)))
+    assert list(ranges) == ["joint:hinge:damping"]

@@ -1,6 +1,7 @@
 """System identification on data from MuJoCo's C simulator, identifiability flags, and the CLI."""
 
 import copy
+import functools
 import json
 import re
 import subprocess
@@ -18,8 +19,9 @@ import envs
 from envs.physics.parameters import ModelParameter
 from shac.sysid import coverage
 from shac.sysid.fit import Problem, fit
-from shac.sysid.recording import Trajectory, multisine, random_excitation, record
+from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
 from shac.sysid.report import analyze, summary_lines
+from shac.sysid.signals import DELAY
 
 ROOT = Path(__file__).resolve().parents[1]
 DAMPING, FRICTION = "joint:hinge:damping", "joint:hinge:frictionloss"
@@ -361,3 +363,157 @@ def test_sysid_cli_rejects_bad_data_in_one_line(tmp_path):
     assert result.stderr.strip() == (
         "error: qpos has non-finite values (nan or inf) in rows 7, 9 of 201; remove or fill them"
     )
+
+
+# --- control delay (shac/sysid/signals.py) ---
+
+
+@functools.cache
+def delayed_recording():
+    """8 s of multisine torques every 0.05 s (5 physics steps), damping 0.1, commands acting 20 ms late."""
+    ctrl = multisine(8.0, PENDULUM.ctrl_dt, [1.0, 0.6, 0.4], [1.5, 3.7, 6.1])
+    start = np.array([np.pi]), np.array([0.0])
+    return record(model_with(damping=0.1), ctrl, *start, PENDULUM.ctrl_dt, 0.002, 0.02, seed=1, delay=0.02)
+
+
+def delay_problem(keys=(DAMPING, DELAY), delay=0.005):
+    """The fit of `keys` to `delayed_recording`, from damping 0.05 (50% off) and a delay of `delay`."""
+    return Problem(model_with(damping=0.05), list(keys), delayed_recording(), signal_values={DELAY: delay})
+
+
+def test_fit_recovers_a_control_delay_and_the_damping():
+    # 20 ms is 0.4 sample spacings (2 of the 5 physics steps per sample); the fit starts at 5 ms
+    problem = delay_problem()
+    result = fit(problem)  # autodiff: the delay's derivative comes from MJX
+    report = analyze(
+        (DAMPING, DELAY), result.values, result.information, result.converged, units=problem.report_units()
+    )
+    assert result.converged
+    damping, delay = report["parameters"][DAMPING], report["parameters"][DELAY]
+    assert damping["estimate"] == pytest.approx(0.1, rel=0.01)
+    assert delay["estimate"] == pytest.approx(0.02, abs=0.002)
+    assert delay["ci95"][0] <= 0.02 <= delay["ci95"][1] and damping["ci95"][0] <= 0.1 <= damping["ci95"][1]
+    assert delay["ms"]["estimate"] == pytest.approx(1000 * delay["estimate"]) and delay["unit"] == pytest.approx(0.05)
+    report |= {"converged": True, "stalled": result.stalled, "steps": result.steps, "step_length": 0.0}
+    report["noise"] = {"source": "estimated", "qpos": [0.002], "qvel": [0.02], "controls": problem.controls_phrase()}
+    lines = summary_lines(report)
+    assert re.fullmatch(r"signal:ctrl:delay: \d+\.\d+ ms ± 0\.\d+ ms, 95% CI \[\d+\.\d+, \d+\.\d+\] ms", lines[2])
+    assert "controls delayed by the fitted delay, otherwise exact;" in lines[3] and "exact controls" not in lines[3]
+
+
+def test_a_fit_that_ignores_the_delay_biases_the_damping():
+    with_delay = fit(delay_problem(), method="finite_difference")
+    without = fit(delay_problem((DAMPING,), delay=0.0), method="finite_difference")
+    assert with_delay.converged and without.converged
+    error, biased = abs(with_delay.values[0] / 0.1 - 1), abs(without.values[0] / 0.1 - 1)
+    # about 0.3% with the delay, about 10% without: the damping absorbs the late torques
+    assert error < 0.01 and biased > 0.05 and biased > 5 * error
+    report = analyze((DAMPING,), without.values, without.information)
+    low, high = report["parameters"][DAMPING]["ci95"]
+    assert not low <= 0.1 <= high  # and its interval does not know it
+    # the model error is taken for noise: the estimated velocity noise is well above the simulated 0.02
+    assert without.noise[1] > 2 * 0.02 and with_delay.noise[1] == pytest.approx(0.02, rel=0.2)
+
+
+def test_zero_delay_reproduces_the_fit_without_delay():
+    problem, plain = delay_problem(delay=0.0), delay_problem((DAMPING,), delay=0.0)
+    x0 = problem.segments.measured[:, 0]
+    weights = 1.0 / np.array([0.002, 0.02])
+    # the path before the delay existed: each recorded command held over its sample's physics steps
+    model = model_with(damping=0.1)
+    qpos, qvel = simulate_mujoco(model, x0[:, :1], x0[:, 1:], problem.segments.ctrl, problem.n_substeps)
+    simulated = np.concatenate([x0[:, None], np.concatenate([qpos, qvel], axis=-1)], axis=1)
+    old = ((simulated - problem.segments.measured) * weights).reshape(len(x0), -1)
+    at_zero = problem.residuals_mujoco(np.array([0.1, 0.0]), x0, weights)
+    np.testing.assert_array_equal(at_zero, old)
+    np.testing.assert_array_equal(plain.residuals_mujoco(np.array([0.1]), x0, weights), old)
+    residuals = problem.jacobian(np.array([0.1, 0.0]), x0, weights, "autodiff")[0]
+    np.testing.assert_allclose(residuals, old, atol=1e-6)  # MJX and MuJoCo's C simulator, both float64
+    # the delay's derivative, between two of the physics steps' kinks, is the one MuJoCo's differences see
+    values = np.array([0.1, 0.013])
+    autodiff = problem.jacobian(values, x0, weights, "autodiff")
+    finite = problem.jacobian(values, x0, weights, "finite_difference")
+    for exact, approximate in zip(autodiff, finite, strict=True):
+        np.testing.assert_allclose(exact, approximate, rtol=1e-4, atol=1e-4 * np.abs(exact).max())
+    assert np.abs(autodiff[1][..., 1]).max() > 0
+
+
+def test_delayed_controls_take_earlier_commands_from_the_whole_recording():
+    data = delayed_recording()
+    time = data.time.copy()
+    time[80:] += 1.0  # a gap: rows 80 on are a second stretch
+    problem = Problem(PENDULUM.mj_model, [DAMPING, DELAY], Trajectory(time, data.qpos, data.qvel, data.ctrl), 0.95)
+    assert problem.segments.start_rows.tolist() == [0, 20, 40, 60, 80, 100, 120, 140]
+    controls = problem.step_controls(np.array([0.1, 0.03]))  # [S, 19, 5, 1]: 3 of the 5 physics steps late
+    ctrl = data.ctrl[:, 0]
+    # segment 1 starts at row 20: its first 3 physics steps get command 19, from before the segment
+    np.testing.assert_array_equal(controls[1, 0, :, 0], [ctrl[19]] * 3 + [ctrl[20]] * 2)
+    # the recording's and each stretch's first command is held until it arrives
+    np.testing.assert_array_equal(controls[0, 0, :, 0], [ctrl[0]] * 5)
+    np.testing.assert_array_equal(controls[4, 0, :, 0], [ctrl[80]] * 5)
+    # between steps: the mean of the delayed command over the step, linear in the delay
+    halfway = problem.step_controls(np.array([0.1, 0.025]))
+    np.testing.assert_allclose(halfway[1, 0, 2, 0], 0.5 * (ctrl[19] + ctrl[20]))
+
+
+@pytest.mark.parametrize(
+    ("keys", "signal_values", "bounds", "message"),
+    [
+        ([DAMPING, DELAY], {DELAY: -0.01}, {}, r"^initial delay signal:ctrl:delay=-0.01 s must be >= 0"),
+        (
+            [DAMPING, DELAY],
+            {DELAY: 9.0},
+            {},
+            r"^initial delay signal:ctrl:delay=9 s is longer than the recording \(8 s\); give it in seconds",
+        ),
+        (
+            [DAMPING, DELAY],
+            {DELAY: 2.0},
+            {},
+            r"^initial delay signal:ctrl:delay=2 s is above its upper bound 0.8 s \(a tenth of the recording\)",
+        ),
+        ([DAMPING], {DELAY: -0.02}, {}, r"^delay signal:ctrl:delay=-0.02 s must be >= 0"),
+        (
+            [DAMPING, "signal:ctrl:gain"],
+            {},
+            {},
+            r"^parameter 'signal:ctrl:gain' names an unknown attribute 'gain' of signal 'ctrl'; accepted: "
+            r"signal:ctrl:delay \(seconds",
+        ),
+        ([DAMPING, "signal:qpos:delay"], {}, {}, r"^parameter 'signal:qpos:delay' names an unknown signal 'qpos'"),
+    ],
+)
+def test_bad_delays_and_signal_names_fail_in_one_line(keys, signal_values, bounds, message):
+    with pytest.raises(ValueError, match=message) as error:
+        Problem(PENDULUM.mj_model, keys, delayed_recording(), bounds=bounds, signal_values=signal_values)
+    assert "\n" not in str(error.value)
+
+
+def test_record_and_sysid_clis_simulate_and_fit_a_delay(tmp_path):
+    data = tmp_path / "delayed.npz"
+    command = [sys.executable, "launch/record_trajectory.py", "env=pendulum_swingup", f"out={data}", "seconds=8"]
+    command += ["amplitudes=[1.0,0.6,0.4]", "frequencies=[1.5,3.7,6.1]", "qpos_noise=0.002", "qvel_noise=0.02"]
+    too_long = subprocess.run(
+        [*command, f"true_params=[{DELAY}=9]"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert too_long.returncode == 1 and not data.exists()
+    assert too_long.stderr.strip() == (
+        "error: true delay signal:ctrl:delay=9 s is longer than the recording (8 s); give it in "
+        "seconds, e.g. 0.02 for 20 ms"
+    )
+    recorded = subprocess.run(
+        [*command, f"true_params=[{DAMPING}=0.1,{DELAY}=0.02]"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert recorded.returncode == 0, recorded.stderr[-2000:]
+    assert "commands acting 20 ms after they are sent" in recorded.stdout
+    np.testing.assert_array_equal(
+        Trajectory.load(data).ctrl[:, 0], multisine(8.0, 0.05, [1.0, 0.6, 0.4], [1.5, 3.7, 6.1])[:, 0]
+    )
+    result = run_sysid(data, tmp_path / "out", f"params=[{DAMPING},{DELAY}]", f"init=[{DELAY}=0.005]")
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith(f"{DELAY}: "))
+    assert re.fullmatch(r"signal:ctrl:delay: \d+\.\d+ ms ± 0\.\d+ ms, 95% CI \[.*\] ms", line)
+    assert "controls delayed by the fitted delay, otherwise exact" in result.stdout
+    report = json.loads((tmp_path / "out" / "sysid.json").read_text())
+    assert report["parameters"][DELAY]["estimate"] == pytest.approx(0.02, abs=0.002)
+    assert report["noise"]["controls"] == "controls delayed by the fitted delay, otherwise exact"

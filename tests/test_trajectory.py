@@ -109,3 +109,24 @@ def test_excitation_signals_are_bounded_and_smooth():
     assert 0.3 < controls.std() < 0.8
     # at most 1 Hz with amplitudes <= ~1: a step of 0.01 s changes a control by well under 0.1
     assert np.abs(np.diff(controls, axis=0)).max() < 0.1
+
+
+def test_a_recorded_delay_shifts_the_commands_and_records_them_as_sent():
+    import mujoco
+
+    xml = """<mujoco><option timestep="0.01"/><worldbody><body><joint name="slide" type="slide" axis="1 0 0"/>
+             <geom type="sphere" size="0.1" mass="2"/></body></worldbody>
+             <actuator><motor joint="slide" gear="1"/></actuator></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    ctrl = np.sin(np.arange(21) * 0.3)[:, None]
+    # a delay of one sample (2 physics steps of 0.01 s): the commands one row later, the first held until then
+    late = record(model, ctrl, np.zeros(1), np.zeros(1), dt=0.02, delay=0.02)
+    shifted = record(model, np.concatenate([ctrl[:1], ctrl[:-1]]), np.zeros(1), np.zeros(1), dt=0.02)
+    np.testing.assert_array_equal(late.qvel, shifted.qvel)
+    np.testing.assert_array_equal(late.ctrl, ctrl)  # the column holds the commands as sent
+    # half a sample late: for one physics step (0.01 s) of each sample the previous command still acts
+    half = record(model, ctrl, np.zeros(1), np.zeros(1), dt=0.02, delay=0.01)
+    velocity = 0.01 * np.cumsum(np.concatenate([ctrl[:1], np.repeat(ctrl[:-1], 2, axis=0)[:-1]]) / 2.0)
+    np.testing.assert_allclose(half.qvel[1:, 0], velocity[1::2], atol=1e-12)
+    with pytest.raises(ValueError, match=r"^true delay signal:ctrl:delay=-0.01 s must be >= 0"):
+        record(model, ctrl, np.zeros(1), np.zeros(1), dt=0.02, delay=-0.01)

@@ -1,9 +1,12 @@
 """System identification: fitting a model's physical parameters to recorded trajectories.
 
 - `parameters`: what is sysid-specific about the parameters (bounds, `key=value` values);
-  their names are resolved and written by `envs.physics.parameters`.
+  model parameters' names are resolved and written by `envs.physics.parameters`, `signal:`
+  ones (the control delay) by `signals`.
 - `recording`: the recorded trajectory format and its checks, simulation with MuJoCo's C
   simulator, synthetic recordings and excitation signals.
+- `signals`: the controls the model receives: recorded commands under a control delay
+  (`signal:ctrl:delay`), the same in MJX and MuJoCo's C simulator.
 - `noise`: the measurement noise model and its estimates.
 - `least_squares`: Levenberg-Marquardt with an arrow-structured normal matrix.
 - `fit`: the multiple-shooting problem (segments, residuals, Jacobians) and the fit.

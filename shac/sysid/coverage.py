@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from envs.physics.parameters import ModelParameter
+from shac.sysid import signals
 from shac.sysid.fit import Problem, fit
 from shac.sysid.recording import random_excitation, record
 from shac.sysid.report import analyze
@@ -112,7 +113,16 @@ def summarize(datasets: list[Dataset], keys: tuple[str, ...], truth: np.ndarray)
 def models(
     model: mujoco.MjModel, true_values: dict[str, float], initial_values: dict[str, float]
 ) -> tuple[mujoco.MjModel, mujoco.MjModel]:
-    """(true model, model holding the initial guesses): copies of `model` with the values written in."""
+    """(true model, model holding the initial guesses): copies of `model` with the values written in.
+
+    Raises:
+        ValueError: a signal parameter (`signal:ctrl:delay`): the benchmark covers model parameters only.
+    """
+    for key in [*true_values, *initial_values]:
+        if signals.is_signal(key):
+            raise ValueError(
+                f"the coverage benchmark fits model parameters only, not '{key}'; fit a delay with launch/sysid.py"
+            )
     true_model, guess_model = copy.deepcopy(model), copy.deepcopy(model)
     for target, values in ((true_model, true_values), (guess_model, initial_values)):
         for key, value in values.items():

@@ -13,9 +13,19 @@ states does not bias the parameters and the intervals account for the start
 states being estimated too. The noise standard deviations are given, or
 estimated as `shac.sysid.noise` describes.
 
+The controls are the recorded commands, delayed by `signal:ctrl:delay` when
+that is given or fitted (`shac.sysid.signals`; without it they act at once). A
+segment's delayed controls near its start come from the samples before it, in
+the full recording. The delay is fitted in absolute units (seconds divided by
+the sample spacing, a variable of order one like the logs of the model
+parameters), held by the solver within [0, upper] (default upper: a tenth of
+the longest contiguous stretch), so a delay of exactly 0 is a value the fit can
+reach; a log scale could not represent it, and would stop short of 0 for a
+system without delay.
+
 Jacobians come from MJX's forward mode (`method="autodiff"`) or from central
 differences with MuJoCo's C simulator (`"finite_difference"`, for models MJX
-cannot differentiate).
+cannot differentiate; one-sided at a lower bound).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import numpy as np
 from mujoco import mjx
 
 from envs.physics.parameters import ModelParameter, parse_all, write_all
-from shac.sysid import least_squares
+from shac.sysid import least_squares, signals
 from shac.sysid.noise import NOISE_RTOL, initial_noise, reestimate_noise
 from shac.sysid.parameters import Bounds
 from shac.sysid.recording import Trajectory, simulate_mujoco
@@ -66,11 +76,15 @@ class Segments:
 
     Attributes:
         start_rows: int [S] the row of each segment's first sample in the trajectory.
+        first_rows: int [S] the first row of the contiguous stretch holding each segment
+            (a delayed control before it holds that row's command).
         measured: [S, L, nx] measured states (qpos then qvel); row 0 is the start.
-        ctrl: [S, L - 1, nu] the controls applied from each sample to the next.
+        ctrl: [S, L - 1, nu] the commands recorded from each sample to the next
+            (the controls applied without a delay; `signals.step_controls` delays them).
     """
 
     start_rows: np.ndarray
+    first_rows: np.ndarray
     measured: np.ndarray
     ctrl: np.ndarray
 
@@ -83,6 +97,7 @@ class Segments:
         """
         stretches = trajectory.stretches()
         starts = [np.arange(s.start, s.stop - length + 1, length) for s in stretches]
+        firsts = np.concatenate([np.full(len(a), s.start) for a, s in zip(starts, stretches, strict=True)])
         starts = np.concatenate(starts).astype(int)
         if starts.size == 0:
             longest = max(s.stop - s.start for s in stretches)
@@ -93,7 +108,12 @@ class Segments:
             )
         rows = starts[:, None] + np.arange(length)[None]
         states = np.concatenate([trajectory.qpos, trajectory.qvel], axis=1)
-        segments = cls(start_rows=starts, measured=states[rows], ctrl=trajectory.ctrl[rows[:, :-1]])
+        segments = cls(
+            start_rows=starts,
+            first_rows=firsts.astype(int),
+            measured=states[rows],
+            ctrl=trajectory.ctrl[rows[:, :-1]],
+        )
         return segments, len(trajectory.time) - rows.size
 
 
@@ -103,12 +123,16 @@ class Problem:
     Args:
         mj_model: the MuJoCo model (its current parameter values are the
             initial guess; it is copied, not changed).
-        keys: parameters as `element:name:attribute`.
+        keys: parameters as `element:name:attribute`: model parameters, and
+            `signal:ctrl:delay` (`shac.sysid.signals`).
         trajectory: the recorded data; checked against the model here, before anything compiles.
         segment_seconds: duration of each segment (default: `default_segment_seconds`).
-        bounds: per-key bounds (default: positive, unbounded above).
+        bounds: per-key bounds (default: positive, unbounded above; for the
+            delay [0, a tenth of the longest stretch], where only its upper bound is taken from here).
         noise: (qpos, qvel) noise standard deviations, each a scalar or one per
             coordinate; None estimates them.
+        signal_values: values of signal parameters, e.g. {"signal:ctrl:delay": 0.02}:
+            the initial guess of those in `keys`, fixed for the others (default 0).
 
     Raises:
         ValueError: unusable data or settings, in one line.
@@ -122,13 +146,29 @@ class Problem:
         segment_seconds: float | None = None,
         bounds: dict[str, Bounds] | None = None,
         noise: tuple[float | np.ndarray, float | np.ndarray] | None = None,
+        signal_values: dict[str, float] | None = None,
     ):
         self.mj_model = copy.deepcopy(mj_model)
-        self.parameters: tuple[ModelParameter, ...] = parse_all(list(keys), mj_model)
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"duplicate parameters in {list(keys)}")
+        model_keys, signal_keys = signals.split(list(keys))
+        _, given = signals.split_values(dict(signal_values or {}))
+        self.parameters: tuple[ModelParameter, ...] = parse_all(model_keys, mj_model)
         self.keys = tuple(keys)
-        self.bounds = tuple((bounds or {}).get(key, Bounds()) for key in keys)
+        self.model_indices = tuple(i for i, key in enumerate(keys) if not signals.is_signal(key))
+        self.delay_index = self.keys.index(signals.DELAY) if signals.DELAY in signal_keys else None
+        self.delay = float(given.get(signals.DELAY, 0.0))
         trajectory.check(mj_model.nq, mj_model.nv, mj_model.nu)
         dt = trajectory.dt
+        longest = max((s.stop - s.start - 1) * dt for s in trajectory.stretches())
+        where = "the recording" if len(trajectory.stretches()) == 1 else "the longest contiguous stretch"
+        what = "initial delay" if self.delay_index is not None else "delay"
+        signals.check_delay(self.delay, longest, what, where)
+        bounds = bounds or {}
+        self.bounds = tuple(
+            self._delay_bounds(bounds.get(key), longest, dt) if signals.is_signal(key) else bounds.get(key, Bounds())
+            for key in keys
+        )
         self.n_substeps = round(dt / mj_model.opt.timestep)
         if self.n_substeps < 1 or abs(self.n_substeps * mj_model.opt.timestep - dt) > 1e-6 * max(dt, 1.0):
             raise ValueError(
@@ -155,9 +195,56 @@ class Problem:
         with jax.enable_x64(True):
             self.mjx_model = mjx.put_model(mj_model, impl="jax")
 
+    def _delay_bounds(self, given: Bounds | None, longest: float, dt: float) -> Bounds:
+        """[0, upper] in units of the sample spacing; upper is given or a tenth of the longest stretch."""
+        upper = signals.DEFAULT_UPPER_FRACTION * longest
+        if given is not None and np.isfinite(given.upper):
+            upper = float(given.upper)
+            if not 0 < upper <= longest:
+                raise ValueError(
+                    f"upper bound {signals.DELAY}={upper:g} s must be > 0 and at most the longest "
+                    f"contiguous stretch of the recording ({longest:g} s)"
+                )
+        if self.delay > upper:
+            raise ValueError(
+                f"initial delay {signals.DELAY}={self.delay:g} s is above its upper bound {upper:g} s "
+                f"({'given' if given is not None and np.isfinite(given.upper) else 'a tenth of the recording'}); "
+                f"raise it with upper=[{signals.DELAY}=...]"
+            )
+        return Bounds(lower=0.0, upper=upper, unit=dt)
+
     @property
     def initial_values(self) -> np.ndarray:
-        return np.array([p.read(self.mj_model) for p in self.parameters])
+        model = iter(p.read(self.mj_model) for p in self.parameters)
+        return np.array([self.delay if i == self.delay_index else next(model) for i in range(len(self.keys))])
+
+    def theta_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """[P] lower and upper bounds of the fit's variables (-inf, inf where the parametrisation keeps the bounds)."""
+        lower, upper = zip(*(b.theta_limits() for b in self.bounds), strict=True)
+        return np.array(lower, np.float64), np.array(upper, np.float64)
+
+    def report_units(self) -> dict[str, float]:
+        """Parameters judged in absolute units (`shac.sysid.report.analyze`): the delay, in sample spacings."""
+        return {} if self.delay_index is None else {signals.DELAY: self.trajectory.dt}
+
+    def controls_phrase(self) -> str:
+        """How the fit treats the controls, for the noise-model line."""
+        return signals.controls_phrase(self.delay_index is not None, self.delay)
+
+    def step_controls(self, values: np.ndarray) -> np.ndarray:
+        """[S, L - 1, n_substeps, nu] the controls of every physics step of every segment at `values` (numpy)."""
+        return signals.step_controls(
+            self.trajectory.ctrl,
+            self.segments.start_rows,
+            self.segments.first_rows,
+            self.segment_length - 1,
+            self.n_substeps,
+            self._delay_of(values),
+            self.mj_model.opt.timestep,
+        )
+
+    def _delay_of(self, values: np.ndarray) -> float:
+        return float(values[self.delay_index]) if self.delay_index is not None else self.delay
 
     def to_values(self, theta: np.ndarray) -> np.ndarray:
         return np.array([b.to_value(theta[i]) for i, b in enumerate(self.bounds)])
@@ -182,7 +269,7 @@ class Problem:
     def residuals(self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """float64 [S, L * nx] weighted residuals simulated by MJX in float64."""
         with jax.enable_x64(True):
-            r = _residuals(self.mjx_model, self.parameters, self.n_substeps, *self._jax_args(values, x0, weights))
+            r = _residuals(self.mjx_model, *self._static(), *self._jax_args(values, x0, weights))
         return np.asarray(r, np.float64).reshape(len(x0), -1)
 
     def jacobian(
@@ -193,7 +280,7 @@ class Problem:
             return self._jacobian_mujoco(values, x0, weights)
         with jax.enable_x64(True):
             args = self._jax_args(values, x0, weights)
-            r, d_values, d_x0 = _jacobian(self.mjx_model, self.parameters, self.n_substeps, *args)
+            r, d_values, d_x0 = _jacobian(self.mjx_model, *self._static(), *args)
         s = len(x0)
         return (
             np.asarray(r, np.float64).reshape(s, -1),
@@ -204,20 +291,29 @@ class Problem:
     def residuals_mujoco(self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """`residuals` simulated by MuJoCo's C simulator in float64."""
         model = copy.deepcopy(self.mj_model)
-        for parameter, value in zip(self.parameters, values, strict=True):
-            parameter.write_mj(model, float(value))
-        qpos, qvel = simulate_mujoco(model, x0[:, : self.nq], x0[:, self.nq :], self.segments.ctrl, self.n_substeps)
+        for parameter, i in zip(self.parameters, self.model_indices, strict=True):
+            parameter.write_mj(model, float(values[i]))
+        controls = self.step_controls(values)
+        qpos, qvel = simulate_mujoco(model, x0[:, : self.nq], x0[:, self.nq :], controls, self.n_substeps)
         simulated = np.concatenate([x0[:, None], np.concatenate([qpos, qvel], axis=-1)], axis=1)
         return ((simulated - self.segments.measured) * weights).reshape(len(x0), -1)
 
     def _jacobian_mujoco(self, values, x0, weights, rel_step=1e-5):
-        """Central differences of `residuals_mujoco`: 2 (P + nx) simulations of all segments."""
+        """Central differences of `residuals_mujoco`: 2 (P + nx) simulations of all segments.
+
+        The step is `rel_step` of the value (of the unit, for a parameter fitted
+        in units: the delay); at a lower bound within reach the difference is
+        one-sided, forward, like the autodiff derivative of the delay at 0.
+        """
         r = self.residuals_mujoco(values, x0, weights)
         d_values = []
-        for i in range(len(values)):
-            h = rel_step * max(abs(values[i]), 1e-8)
+        for i, bounds in enumerate(self.bounds):
+            h = rel_step * (bounds.unit if bounds.unit is not None else max(abs(values[i]), 1e-8))
             up, down = np.array(values, np.float64), np.array(values, np.float64)
             up[i] += h
+            if bounds.unit is not None and values[i] - h < bounds.lower:
+                d_values.append((self.residuals_mujoco(up, x0, weights) - r) / h)
+                continue
             down[i] -= h
             d_values.append(
                 (self.residuals_mujoco(up, x0, weights) - self.residuals_mujoco(down, x0, weights)) / (2 * h)
@@ -233,42 +329,86 @@ class Problem:
             )
         return r, np.stack(d_values, axis=-1), np.stack(d_x0, axis=-1)
 
+    def _static(self):
+        """The static arguments of `_residuals` and `_jacobian`."""
+        return self.parameters, self.model_indices, self.delay_index, self.n_substeps, self.mj_model.opt.timestep
+
     def _jax_args(self, values, x0, weights):
         f64 = functools.partial(jnp.asarray, dtype=jnp.float64)
-        return f64(values), f64(x0), f64(self.segments.ctrl), f64(self.segments.measured), f64(weights)
+        return (
+            f64(values),
+            f64(x0),
+            jnp.asarray(self.segments.start_rows, jnp.int32),
+            jnp.asarray(self.segments.first_rows, jnp.int32),
+            f64(self.segments.measured),
+            f64(weights),
+            f64(self.trajectory.ctrl),
+            f64(self.delay),
+        )
 
 
-def _segment_residuals(model, parameters, n_substeps, values, x0, ctrl, measured, weights):
-    """[L, nx] weighted residuals of one segment: values [P], x0 [nx], ctrl [L-1, nu], measured [L, nx]."""
-    model = write_all(model, parameters, values)
+def _segment_residuals(
+    model,
+    parameters,
+    model_indices,
+    delay_index,
+    n_substeps,
+    step_seconds,
+    values,
+    x0,
+    start_row,
+    first_row,
+    measured,
+    weights,
+    ctrl,
+    delay,
+):
+    """[L, nx] weighted residuals of one segment.
+
+    Args:
+        values: [P] the parameters: model ones at `model_indices`, the delay at
+            `delay_index` (None: the fixed `delay` instead).
+        x0: [nx] start state. start_row, first_row: int, the segment's first row
+            and its stretch's. measured: [L, nx]. ctrl: [T, nu] the whole recording's commands.
+    """
+    model = write_all(model, parameters, values[np.array(model_indices, int)])
+    if delay_index is not None:
+        delay = values[delay_index]
+    controls = signals.step_controls(
+        ctrl, start_row, first_row, measured.shape[0] - 1, n_substeps, delay, step_seconds, xp=jnp
+    )  # [L - 1, n_substeps, nu]
     nq = model.nq
     data = mjx.make_data(model).replace(qpos=x0[:nq], qvel=x0[nq:])
 
     def sample(data, u):
-        data = data.replace(ctrl=u)
-        data = jax.lax.fori_loop(0, n_substeps, lambda _, d: mjx.step(model, d), data)
+        data = jax.lax.fori_loop(0, n_substeps, lambda i, d: mjx.step(model, d.replace(ctrl=u[i])), data)
         return data, jnp.concatenate([data.qpos, data.qvel])
 
-    simulated = jax.lax.scan(sample, data, ctrl)[1]
+    simulated = jax.lax.scan(sample, data, controls)[1]
     return (jnp.concatenate([x0[None], simulated]) - measured) * weights
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _residuals(model, parameters, n_substeps, values, x0, ctrl, measured, weights):
-    f = functools.partial(_segment_residuals, model, parameters, n_substeps)
-    return jax.vmap(f, in_axes=(None, 0, 0, 0, None))(values, x0, ctrl, measured, weights)
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
+def _residuals(model, parameters, model_indices, delay_index, n_substeps, step_seconds, values, x0, *rest):
+    f = functools.partial(_segment_residuals, model, parameters, model_indices, delay_index, n_substeps, step_seconds)
+    start_rows, first_rows, measured, weights, ctrl, delay = rest
+    return jax.vmap(f, in_axes=(None, 0, 0, 0, 0, None, None, None))(
+        values, x0, start_rows, first_rows, measured, weights, ctrl, delay
+    )
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _jacobian(model, parameters, n_substeps, values, x0, ctrl, measured, weights):
-    f = functools.partial(_segment_residuals, model, parameters, n_substeps)
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
+def _jacobian(model, parameters, model_indices, delay_index, n_substeps, step_seconds, values, x0, *rest):
+    f = functools.partial(_segment_residuals, model, parameters, model_indices, delay_index, n_substeps, step_seconds)
+    start_rows, first_rows, measured, weights, ctrl, delay = rest
 
-    def one(x0, ctrl, measured):
-        r = f(values, x0, ctrl, measured, weights)
-        d_values, d_x0 = jax.jacfwd(f, argnums=(0, 1))(values, x0, ctrl, measured, weights)
+    def one(x0, start_row, first_row, measured):
+        args = (start_row, first_row, measured, weights, ctrl, delay)
+        r = f(values, x0, *args)
+        d_values, d_x0 = jax.jacfwd(f, argnums=(0, 1))(values, x0, *args)
         return r, d_values, d_x0
 
-    return jax.vmap(one)(x0, ctrl, measured)
+    return jax.vmap(one)(x0, start_rows, first_rows, measured)
 
 
 @dataclass(frozen=True)
@@ -331,6 +471,7 @@ def fit(
     if method not in METHODS:
         raise ValueError(f"unknown method '{method}'; available: {', '.join(METHODS)}")
     derivative = np.vectorize(lambda i, t: problem.bounds[i].derivative(t), otypes=[np.float64])
+    lower, upper = problem.theta_limits()
     timings: list[float] = []
     noise = problem.noise.copy()
 
@@ -361,7 +502,7 @@ def fit(
                 on_step(offset + step, 2 * cost / count, problem.to_values(theta))
 
         solution = least_squares.levenberg_marquardt(
-            residuals_fn, jacobian_fn, theta, x0, steps - total, tolerance, progress
+            residuals_fn, jacobian_fn, theta, x0, steps - total, tolerance, progress, lower=lower, upper=upper
         )
         total += solution.steps
         theta, x0 = solution.theta, solution.x

@@ -22,6 +22,12 @@ iterations; a step of one standard error is worth 0.5) the iteration stops.
 This counts as converged only if the remaining Gauss-Newton step is under
 `stall_tolerance` standard errors, and the result says that it stalled and how
 long that step was.
+
+Shared variables may have box bounds (`lower`, `upper`; a control delay of 0 is
+a value the fit must be able to take). A step is projected: a variable at a
+bound that the step would carry outside is held there (the step is solved for
+the others), and a step that crosses a bound from inside is shortened to it.
+Convergence is judged on that projected Gauss-Newton step.
 """
 
 from __future__ import annotations
@@ -58,11 +64,15 @@ class Normal:
             gx=np.einsum("srn,sr->sn", local, residuals),
         )
 
-    def solve(self, damping: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def solve(self, damping: float = 0.0, held: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The step (d_theta [P], d_x [S, n]) solving (H + damping diag(H)) d = -g.
 
         The reduced P x P system is solved by least squares, so directions the
         data does not determine get no step instead of an infinite one.
+
+        Args:
+            held: bool [P], shared variables that do not move (their step is 0;
+                the others are solved for); default none.
         """
         xx = self.xx + damping * _diagonal_matrix(self.xx)
         tt = self.tt + damping * np.diag(np.diag(self.tt))
@@ -70,9 +80,18 @@ class Normal:
         xx_inv_gx = np.linalg.solve(xx, self.gx[..., None])[..., 0]  # [S, n]
         reduced = tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
         rhs = -self.gt + np.einsum("spn,sn->p", self.tx, xx_inv_gx)
-        d_theta = np.linalg.lstsq(reduced, rhs, rcond=1e-12)[0]
+        free = np.ones(len(rhs), bool) if held is None else ~held
+        d_theta = np.zeros(len(rhs))
+        if free.any():
+            d_theta[free] = np.linalg.lstsq(reduced[np.ix_(free, free)], rhs[free], rcond=1e-12)[0]
         d_x = -xx_inv_gx - np.einsum("snp,p->sn", xx_inv_xt, d_theta)
         return d_theta, d_x
+
+    def local_step(self, d_theta: np.ndarray, damping: float = 0.0) -> np.ndarray:
+        """[S, n] the best step of the local variables given the shared step `d_theta` [P]."""
+        xx = self.xx + damping * _diagonal_matrix(self.xx)
+        rhs = self.gx + np.einsum("spn,p->sn", self.tx, d_theta)
+        return -np.linalg.solve(xx, rhs[..., None])[..., 0]
 
     def product(self, d_theta: np.ndarray, d_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """H d for a step d = (d_theta [P], d_x [S, n])."""
@@ -148,6 +167,29 @@ class Solution:
     step_length: float
 
 
+def projected_step(
+    normal: Normal, theta: np.ndarray, lower: np.ndarray, upper: np.ndarray, damping: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The damped step (d_theta [P], d_x [S, n]) that keeps lower <= theta + d_theta <= upper.
+
+    Variables at a bound that the step would carry outside are held, and the
+    step is solved again for the others, until none is; a step that then
+    crosses a bound from inside is shortened to it (the local variables follow
+    the shortened step).
+    """
+    held = np.zeros(len(theta), bool)
+    while True:
+        d_theta, d_x = normal.solve(damping, held)
+        outward = ~held & (((theta <= lower) & (d_theta < 0)) | ((theta >= upper) & (d_theta > 0)))
+        if not outward.any():
+            break
+        held |= outward
+    inside = np.clip(theta + d_theta, lower, upper) - theta
+    if np.array_equal(inside, d_theta):
+        return d_theta, d_x
+    return inside, normal.local_step(inside, damping)
+
+
 def levenberg_marquardt(
     residuals_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
     jacobian_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
@@ -159,6 +201,8 @@ def levenberg_marquardt(
     patience: int = 8,
     stall_decrease: float = 0.01,
     stall_tolerance: float = 1.0,
+    lower: np.ndarray | None = None,
+    upper: np.ndarray | None = None,
 ) -> Solution:
     """Minimises 1/2 |r(theta, x)|^2 by Levenberg-Marquardt with Marquardt's diagonal scaling.
 
@@ -174,27 +218,31 @@ def levenberg_marquardt(
         tolerance: converged when the Gauss-Newton step is shorter than this (standard errors).
         on_step: called with (step, cost, theta) after each iteration.
         patience, stall_decrease, stall_tolerance: the stall rule (module docstring).
+        lower, upper: [P] bounds of theta (default: none, -inf and inf); theta must start within them.
     """
+    lower = np.full(len(theta), -np.inf) if lower is None else np.asarray(lower, np.float64)
+    upper = np.full(len(theta), np.inf) if upper is None else np.asarray(upper, np.float64)
     residuals, shared, local = jacobian_fn(theta, x)
     cost = 0.5 * float(np.sum(residuals**2))
     costs, damping, growth, step = [cost], 1e-3, 2.0, 0
     history = [cost]  # the cost after every iteration, accepted or not
     normal = Normal.build(residuals, shared, local)
     while True:
-        gn_theta, gn_x = normal.solve()
+        gn_theta, gn_x = projected_step(normal, theta, lower, upper)
         step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
         stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
         converged = step_length < tolerance or (stalled and step_length < stall_tolerance)
         if converged or stalled or step >= max_steps:
             break
         step += 1
-        d_theta, d_x = normal.solve(damping)
-        trial = residuals_fn(theta + d_theta, x + d_x)
+        d_theta, d_x = projected_step(normal, theta, lower, upper, damping)
+        trial_theta = np.clip(theta + d_theta, lower, upper)  # exactly on a bound the step stops at
+        trial = residuals_fn(trial_theta, x + d_x)
         trial_cost = 0.5 * float(np.sum(trial**2))
         predicted = normal.decrease(d_theta, d_x)
         ratio = (cost - trial_cost) / predicted if predicted > 0 else -1.0
         if np.isfinite(trial_cost) and ratio > 0:
-            theta, x, cost = theta + d_theta, x + d_x, trial_cost
+            theta, x, cost = trial_theta, x + d_x, trial_cost
             residuals, shared, local = jacobian_fn(theta, x)
             normal = Normal.build(residuals, shared, local)
             costs.append(cost)

@@ -1,7 +1,8 @@
 """The measurement noise model of system identification, and its estimates.
 
 Noise model: independent Gaussian measurement noise, one standard deviation per
-qpos and qvel coordinate, constant in time; controls are exact. The standard
+qpos and qvel coordinate, constant in time; controls are exact, apart from a
+control delay when one is given or fitted (`shac.sysid.signals`). The standard
 deviations are given, or estimated: from third differences of the data to
 start (`initial_noise`), then from the fit's residuals (each divided by 1 - its
 leverage, `reestimate_noise`) until they change by less than 5%

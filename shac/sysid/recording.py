@@ -6,12 +6,14 @@ vector columns as `qpos_0, qpos_1, ...`):
         step; a larger step between two rows is a gap that splits the recording
         into contiguous stretches.
     qpos: float [T, nq]; qvel: float [T, nv]; ctrl: float [T, nu], the control
-    applied from each sample to the next.
+    command sent at each sample and held to the next (applied at once, or
+    after a delay `signal:ctrl:delay`: `shac.sysid.signals`).
 
 `Trajectory.check` turns every way such a file can be unusable into one
 `ValueError` line naming the array, the rows or the sizes, before any fitting.
 `record` makes synthetic recordings with MuJoCo's C simulator (float64) and
-Gaussian measurement noise, for trying and testing system identification.
+Gaussian measurement noise, optionally with a control delay, for trying and
+testing system identification.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 from mujoco import rollout as mj_rollout
+
+from shac.sysid import signals
 
 ARRAYS = ("time", "qpos", "qvel", "ctrl")
 SPACING_RTOL = 1e-3
@@ -148,7 +152,8 @@ def simulate_mujoco(
     """Segments simulated by MuJoCo's C `rollout` (float64).
 
     Args:
-        qpos0: [S, nq], qvel0: [S, nv] start states. ctrl: [S, K, nu], each held for `n_substeps` steps.
+        qpos0: [S, nq], qvel0: [S, nv] start states.
+        ctrl: [S, K, nu], each held for `n_substeps` steps, or [S, K, n_substeps, nu], one per physics step.
 
     Returns:
         qpos [S, K, nq] and qvel [S, K, nv] after each control.
@@ -160,7 +165,11 @@ def simulate_mujoco(
         mujoco.mj_resetData(model, data)
         data.qpos[:], data.qvel[:] = q, v
         mujoco.mj_getState(model, data, initial[i], spec)
-    controls = np.repeat(np.asarray(ctrl, np.float64), n_substeps, axis=1)
+    ctrl = np.asarray(ctrl, np.float64)
+    if ctrl.ndim == 4:
+        controls = ctrl.reshape(ctrl.shape[0], -1, ctrl.shape[-1])
+    else:
+        controls = np.repeat(ctrl, n_substeps, axis=1)
     states, _ = mj_rollout.rollout(model, data, initial, controls)
     states = states[:, n_substeps - 1 :: n_substeps]
     return states[..., 1 : 1 + model.nq], states[..., 1 + model.nq : 1 + model.nq + model.nv]
@@ -201,17 +210,23 @@ def record(
     qpos_noise: float = 0.0,
     qvel_noise: float = 0.0,
     seed: int | np.random.Generator = 0,
+    delay: float = 0.0,
 ) -> Trajectory:
     """A trajectory from MuJoCo's C simulator with Gaussian measurement noise.
 
     Args:
-        ctrl: float [T, nu]; the last row is recorded but not applied.
+        ctrl: float [T, nu] the commands, recorded as given; the last row is not applied.
         qpos0: [nq], qvel0: [nv] the initial state. dt: sample spacing (a multiple of the time step).
         qpos_noise, qvel_noise: standard deviations of the noise added to every recorded value.
         seed: seed or generator of the noise.
+        delay: seconds from each command to its taking effect, simulated as
+            `shac.sysid.signals` defines (the first command is held until then).
     """
     n_substeps = round(dt / model.opt.timestep)
-    qpos, qvel = simulate_mujoco(model, qpos0[None], qvel0[None], ctrl[None, :-1], n_substeps)
+    ctrl = np.asarray(ctrl, np.float64)
+    signals.check_delay(delay, (len(ctrl) - 1) * dt, "true delay")
+    controls = signals.step_controls(ctrl, 0, 0, len(ctrl) - 1, n_substeps, delay, model.opt.timestep)
+    qpos, qvel = simulate_mujoco(model, qpos0[None], qvel0[None], controls[None], n_substeps)
     rng = np.random.default_rng(seed)
     qpos = np.concatenate([qpos0[None], qpos[0]])
     qvel = np.concatenate([qvel0[None], qvel[0]])

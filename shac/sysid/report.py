@@ -6,7 +6,9 @@ complement in `shac.sysid.least_squares`), is the inverse covariance of the
 estimates. Taken in relative units (d residuals / d log(values)), its inverse
 gives relative standard errors and 95% intervals, and its eigen-decomposition
 the combinations of parameters the data pins down (large eigenvalues) or
-leaves free (small ones), which are flagged in plain language.
+leaves free (small ones), which are flagged in plain language. A parameter
+that may be 0 (the control delay) is taken in a fixed unit instead (the sample
+spacing), its interval is cut at 0, and it is printed in milliseconds.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from collections.abc import Callable
 import numpy as np
 from matplotlib.figure import Figure
 
+from shac.sysid.signals import DELAY
+
 Z_95 = 1.959964
+MILLISECONDS = (DELAY,)
+"""Parameters in seconds, reported in milliseconds too (an `ms` entry in the report, the printed line)."""
 SINGULAR_RTOL = 1e-12
 """Eigenvalues of the relative information below this fraction of the largest count as zero (undetermined)."""
 
@@ -28,6 +34,7 @@ def analyze(
     reliable: bool = True,
     max_relative_std: float = 0.05,
     component_threshold: float = 0.3,
+    units: dict[str, float] | None = None,
 ) -> dict:
     """The identifiability report of an estimate.
 
@@ -41,15 +48,22 @@ def analyze(
             exceeds this is flagged as unresolved.
         component_threshold: parameters whose |component| in a flagged
             direction exceeds this are named in its flag.
+        units: parameters (>= 0, possibly 0) judged in a fixed unit rather than
+            relative to their value, key -> unit: their `relative_std` is the
+            standard error in that unit, their interval is cut at 0, and their
+            entry records the `unit`.
 
     Returns:
         A JSON-ready dict: `parameters` (estimate, std_error, relative_std,
-        ci95, reliable per key), `directions` (eigenvalue, relative_std, unit
-        vector per key, weakest first), `flags` (plain-language sentences),
-        `condition_number`.
+        ci95, reliable per key; `unit` for those in `units`; `ms` with estimate,
+        std_error and ci95 in milliseconds for a delay), `directions`
+        (eigenvalue, relative_std, unit vector per key, weakest first), `flags`
+        (plain-language sentences), `condition_number`.
     """
     p = len(keys)
-    fisher = information * values[:, None] * values[None, :]
+    units = units or {}
+    scale = np.array([units.get(key, values[i]) for i, key in enumerate(keys)], np.float64)
+    fisher = information * scale[:, None] * scale[None, :]
     eigenvalues, eigenvectors = np.linalg.eigh(fisher)
     determined = eigenvalues > SINGULAR_RTOL * max(eigenvalues.max(), 0.0)
     inverse = np.where(determined, 1.0 / np.where(determined, eigenvalues, 1.0), np.inf)
@@ -57,16 +71,26 @@ def analyze(
     variance = np.where(share > 1e-12, share * inverse[None], 0.0).sum(axis=1)
     relative_std = np.sqrt(variance)
 
-    parameters = {
-        key: {
+    parameters = {}
+    for i, key in enumerate(keys):
+        std_error = float(scale[i] * relative_std[i])
+        low, high = float(values[i] - Z_95 * std_error), float(values[i] + Z_95 * std_error)
+        entry = {
             "estimate": float(values[i]),
-            "std_error": float(values[i] * relative_std[i]),
+            "std_error": std_error,
             "relative_std": float(relative_std[i]),
-            "ci95": [float(values[i] * (1 - Z_95 * relative_std[i])), float(values[i] * (1 + Z_95 * relative_std[i]))],
+            "ci95": [max(low, 0.0) if key in units else low, high],
             "reliable": reliable,
         }
-        for i, key in enumerate(keys)
-    }
+        if key in units:
+            entry["unit"] = float(units[key])
+        if key in MILLISECONDS:
+            entry["ms"] = {
+                "estimate": 1000 * entry["estimate"],
+                "std_error": 1000 * std_error,
+                "ci95": [1000 * bound for bound in entry["ci95"]],
+            }
+        parameters[key] = entry
     directions, flags = [], []
     effects = np.sqrt(np.maximum(np.diag(fisher), 0.0))
     for k in range(p):
@@ -133,6 +157,14 @@ def summary_lines(report: dict) -> list[str]:
         ]
     for key, entry in report["parameters"].items():
         low, high = entry["ci95"]
+        if "ms" in entry:
+            ms = entry["ms"]
+            lines.append(
+                f"{key}: {ms['estimate']:.4g} ms ± {ms['std_error']:.2g} ms, "
+                f"95% CI [{ms['ci95'][0]:.4g}, {ms['ci95'][1]:.4g}] ms"
+                + ("" if entry["reliable"] else " (unreliable: not converged)")
+            )
+            continue
         lines.append(
             f"{key}: {entry['estimate']:.6g} ± {entry['std_error']:.2g} "
             f"({100 * entry['relative_std']:.2f}%), 95% CI [{low:.6g}, {high:.6g}]"
@@ -147,11 +179,15 @@ def summary_lines(report: dict) -> list[str]:
 
 
 def noise_model_line(noise: dict) -> str:
-    """One sentence on the assumed noise; `noise` holds `source` (given or estimated), `qpos` and `qvel` lists."""
+    """One sentence on the assumed noise.
+
+    `noise` holds `source` (given or estimated), `qpos` and `qvel` lists, and
+    `controls` (`shac.sysid.signals.controls_phrase`; default "exact controls").
+    """
     stds = ", ".join(f"{name} [{', '.join(f'{s:.3g}' for s in noise[name])}]" for name in ("qpos", "qvel"))
     return (
-        "noise model: independent Gaussian measurement noise per coordinate, constant in time, exact controls; "
-        f"standard deviations ({noise['source']}): {stds}"
+        "noise model: independent Gaussian measurement noise per coordinate, constant in time, "
+        f"{noise.get('controls', 'exact controls')}; standard deviations ({noise['source']}): {stds}"
     )
 
 
@@ -167,7 +203,8 @@ def plot_landscape(
     """Writes a PNG of the loss over the least identifiable pair (or the one parameter).
 
     Each axis spans the estimate times exp(+-3 relative standard errors), at
-    least +-10% and at most a factor e. Other parameters stay at their estimates.
+    least +-10% and at most a factor e; for a parameter in a fixed unit (the
+    delay), the estimate +- as many units, cut at 0. Other parameters stay at their estimates.
 
     Args:
         loss_fn: values float [G, P] -> losses float [G].
@@ -175,7 +212,13 @@ def plot_landscape(
     values = np.array([report["parameters"][key]["estimate"] for key in keys])
     pair = least_identifiable_pair(report)
     spans = {key: float(np.clip(3 * report["parameters"][key]["relative_std"], 0.1, 1.0)) for key in pair}
-    axes = {key: values[keys.index(key)] * np.exp(np.linspace(-spans[key], spans[key], points)) for key in pair}
+    axes = {}
+    for key in pair:
+        entry, value, span = report["parameters"][key], values[keys.index(key)], spans[key]
+        if "unit" in entry:
+            axes[key] = np.linspace(max(value - span * entry["unit"], 0.0), value + span * entry["unit"], points)
+        else:
+            axes[key] = value * np.exp(np.linspace(-span, span, points))
     figure = Figure(figsize=(5.5, 4.5), layout="constrained")
     ax = figure.subplots()
     if len(pair) == 1:
