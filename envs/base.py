@@ -24,7 +24,7 @@ from flax import struct
 from mujoco import mjx
 
 from envs.physics.mjx_math import with_contractions
-from envs.physics.model_options import compile_model
+from envs.physics.model_options import apply_options, compile_model
 from envs.physics.parameters import ModelParameter, parse_all, write_all
 from envs.physics.smoothing import Smoothing, clip_gradient, scale_gradient
 
@@ -124,6 +124,9 @@ class MjxEnv(BraxEnv, abc.ABC):
     """
 
     max_velocity: float = 1000.0
+    mjcf_source: tuple[Path, dict[str, float], int | None] | None = None
+    """(MJCF file, physics options, substeps) the model was compiled from; None for a model built
+    elsewhere (a Playground task): see `mjcf_spec`."""
 
     def __init__(
         self,
@@ -141,6 +144,7 @@ class MjxEnv(BraxEnv, abc.ABC):
         spec = mujoco.MjSpec.from_file(str(ASSETS / xml))
         mj_model = compile_model(spec, physics or {}, substeps, ctrl_dt)
         check_differentiable(mj_model, xml)
+        self.mjcf_source = (ASSETS / xml, dict(physics or {}), substeps)
         self._set_model(
             mj_model,
             ctrl_dt=ctrl_dt,
@@ -184,6 +188,23 @@ class MjxEnv(BraxEnv, abc.ABC):
         for parameter in self.randomized:
             parameter.check_range(*ranges[parameter.key], mj_model)
         self.randomization_ranges = np.array(list(ranges.values()), np.float32).reshape(-1, 2)
+
+    def mjcf_spec(self) -> mujoco.MjSpec:
+        """A fresh, uncompiled spec of this environment's model: its MJCF file with the same physics
+        options and time step applied before compiling, so `spec.compile()` gives `mj_model`.
+
+        Raises:
+            ValueError: the model was not compiled from an MJCF file here (a Playground task).
+        """
+        if self.mjcf_source is None:
+            raise ValueError(
+                f"{type(self).__name__}'s model was not compiled from an MJCF file by MjxEnv (a Playground task's "
+                "is built by Playground), so there is no MJCF file to write it back to"
+            )
+        path, physics, substeps = self.mjcf_source
+        spec = mujoco.MjSpec.from_file(str(path))
+        apply_options(spec, physics, substeps, self.ctrl_dt)
+        return spec
 
     def model(self, state: State) -> mjx.Model:
         """The MJX model that simulates `state`: the nominal one, with its sampled parameters if randomised."""

@@ -7,12 +7,23 @@
 (from init, default 0), in init alone it is a known, fixed delay
 (shac/sysid/signals.py).
 
+A robot's own CSV log reads through a column map and its units (shac/sysid/columns.py):
+
+    python launch/sysid.py data=arm_log.csv env=arm_reach column_map=arm_log.yaml params=[...]
+    python launch/sysid.py data=log.csv env=pendulum_swingup params=[joint:hinge:damping] \
+        "columns={time: t_ms, qpos: {hinge: pos_deg}, qvel: {hinge: vel_dps}, ctrl: {torque: cmd}}" \
+        "units={time: ms, angle: deg, angular_velocity: deg/s}"
+
 Writes <out>/sysid.json (convergence, estimates, standard errors, confidence
 intervals, the noise model, Fisher eigen-directions, flags, fit history,
-Jacobian cost of autodiff versus finite differences) and <out>/landscape.png,
-and prints a summary. Unusable data stops with one line before anything
-compiles; a fit that does not converge says so first and exits with status 3
-unless allow_unconverged=true.
+Jacobian cost of autodiff versus finite differences), <out>/landscape.png and
+<out>/identified.xml (the env's MJCF with the fitted and the given values in
+place, the control delay in a comment at its top: shac/sysid/mjcf.py; if MJCF
+cannot express a value, one line says so and no file is written), and prints a
+summary. Unusable data stops with one line before anything compiles; a fit that
+does not converge says so first and exits with status 3 unless
+allow_unconverged=true (identified.xml is written either way, its comment says
+whether the fit converged).
 """
 
 from __future__ import annotations
@@ -22,8 +33,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from launch import cli
 
@@ -35,6 +48,15 @@ NOT_CONVERGED_STATUS = 3
 class SysidArgs:
     data: str = MISSING
     """Trajectory file (.npz or .csv; format in shac/sysid/recording.py)."""
+    columns: dict[str, Any] = field(default_factory=dict)
+    """Column map of a CSV with its own column names: {time: <column>, qpos: {<joint>: <column>, ...},
+    qvel: {<joint>: <column>, ...}, ctrl: {<actuator>: <column>, ...}} (shac/sysid/columns.py);
+    empty: the native format."""
+    units: dict[str, Any] = field(default_factory=dict)
+    """Units of the mapped columns: time s|ms|us, angle rad|deg, angular_velocity rad/s|deg/s|rpm,
+    linear m|mm, ctrl native|deg (deg: position servos on hinge joints); default SI and native."""
+    column_map: str = ""
+    """A YAML file holding columns: and units: as above; columns= and units= are merged over it."""
     env: str = MISSING
     """Registered environment whose MJCF model is calibrated."""
     params: list[str] = field(default_factory=list)
@@ -77,7 +99,27 @@ def parse(argv: list[str]) -> SysidArgs:
         sys.exit(f"segment_seconds must be > 0, got {args.segment_seconds}")
     if (args.qpos_noise > 0) != (args.qvel_noise > 0) or min(args.qpos_noise, args.qvel_noise) < 0:
         sys.exit(f"give both qpos_noise and qvel_noise > 0, or neither; got {args.qpos_noise} and {args.qvel_noise}")
+    if args.column_map:
+        args.columns, args.units = _read_column_map(args.column_map, args.columns, args.units)
     return args
+
+
+def _read_column_map(path: str, columns: dict, units: dict) -> tuple[dict, dict]:
+    """`columns` and `units` merged over those of the YAML file `path`; exits with one line on a bad file."""
+    if not Path(path).is_file():
+        sys.exit(f"error: no column map file at '{path}'")
+    try:
+        loaded = OmegaConf.load(path)
+    except Exception as e:  # YAML syntax errors come from the yaml package
+        sys.exit(f"error: column map file '{path}' is not valid YAML: {str(e).splitlines()[0]}")
+    extra = sorted(set(loaded) - {"columns", "units"}) if OmegaConf.is_dict(loaded) else ["<not a mapping>"]
+    if extra:
+        sys.exit(f"error: column map file '{path}' may hold columns: and units: only; found {', '.join(extra)}")
+    try:
+        merged = OmegaConf.merge({"columns": {}, "units": {}}, loaded, {"columns": columns, "units": units})
+    except OmegaConfBaseException as e:
+        sys.exit(f"error: column map file '{path}': {str(e).splitlines()[0]}")
+    return OmegaConf.to_container(merged.columns), OmegaConf.to_container(merged.units)
 
 
 def main(argv: list[str]) -> None:
@@ -104,7 +146,7 @@ def main(argv: list[str]) -> None:
         bounds = {key: Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
         signals.split(list(bounds))
         noise = (args.qpos_noise, args.qvel_noise) if args.qpos_noise > 0 else None
-        trajectory = Trajectory.load(args.data)
+        trajectory = Trajectory.load(args.data, model, args.columns, args.units)
         problem = Problem(model, args.params, trajectory, args.segment_seconds, bounds, noise, signal_init)
         problem.to_theta(problem.initial_values)
     except (ValueError, FileNotFoundError) as e:
@@ -147,6 +189,10 @@ def main(argv: list[str]) -> None:
         "losses": result.losses,
         "seconds_per_jacobian": cost,
     }
+    if args.columns:
+        report["columns"], report["units"] = args.columns, args.units
+    given = {key: value for key, value in model_init.items() if key not in args.params}
+    report["identified_xml"] = _write_identified(env, problem, result, given, args, out)
     (out / "sysid.json").write_text(json.dumps(report, indent=2) + "\n")
     residuals_of = problem.residuals if args.method == "autodiff" else problem.residuals_mujoco
     weights = 1.0 / result.noise
@@ -161,6 +207,8 @@ def main(argv: list[str]) -> None:
         + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in cost.items())
     )
     print(f"report: {out / 'sysid.json'}, figure: {out / 'landscape.png'}")
+    written = report["identified_xml"]
+    print(f"model: {written['path']}" if written["written"] else f"identified.xml not written: {written['reason']}")
     if not result.converged and not args.allow_unconverged:
         print(
             f"error: the fit did not converge in {args.steps} steps; raise steps=, check the data and initial "
@@ -168,6 +216,42 @@ def main(argv: list[str]) -> None:
             file=sys.stderr,
         )
         sys.exit(NOT_CONVERGED_STATUS)
+
+
+def _write_identified(env, problem, result, given: dict[str, float], args: SysidArgs, out: Path) -> dict:
+    """Writes <out>/identified.xml: the env's MJCF with the fitted values and the `given` ones (init values of
+    parameters not fitted) in place, the control delay and the fit's status in a comment at its top
+    (shac/sysid/mjcf.py). Returns what became of it, {written, path, reason}: a value MJCF cannot
+    express writes nothing."""
+    from shac.sysid import signals
+    from shac.sysid.mjcf import identified_xml
+
+    path = out / "identified.xml"
+    path.unlink(missing_ok=True)  # never leave an earlier run's model beside this report
+    fitted = {problem.keys[i]: float(result.values[i]) for i in problem.model_indices}
+    if problem.delay_index is not None or problem.delay > 0:
+        delay = problem.delay if problem.delay_index is None else float(result.values[problem.delay_index])
+        source = "given" if problem.delay_index is None else "fitted"
+        delay_line = (
+            f"Control delay {signals.DELAY}: {1000 * delay:.4g} ms ({source}). MuJoCo has no such attribute: "
+            "delay the commands by it when simulating this model."
+        )
+    else:
+        delay_line = f"Control delay {signals.DELAY}: none fitted or given."
+    lines = [
+        f"Identified by launch/sysid.py from {args.data} on env {args.env}: "
+        + ("converged." if result.converged else "NOT CONVERGED, the values are unreliable."),
+        "Fitted: " + (", ".join(f"{k} = {v:.6g}" for k, v in fitted.items()) or "no model parameter") + ".",
+        *(["Given: " + ", ".join(f"{k} = {v:.6g}" for k, v in given.items()) + "."] if given else []),
+        delay_line,
+        "Standard errors and intervals: sysid.json beside this file.",
+    ]
+    try:
+        text = identified_xml(env.mjcf_spec(), problem.mj_model, {**given, **fitted}, comment="\n".join(lines))
+    except ValueError as e:
+        return {"written": False, "path": None, "reason": str(e)}
+    path.write_text(text)
+    return {"written": True, "path": str(path), "reason": None}
 
 
 def _time_jacobian(problem, result, method: str) -> float | str:

@@ -56,6 +56,12 @@ def compile_model(spec: mujoco.MjSpec, options: Mapping[str, float], substeps: i
         ValueError: a malformed or unknown option, a name not in the model, a
             negative value, or substeps < 1; the message names the accepted ones.
     """
+    apply_options(spec, options, substeps, ctrl_dt)
+    return spec.compile()
+
+
+def apply_options(spec: mujoco.MjSpec, options: Mapping[str, float], substeps: int | None, ctrl_dt: float) -> None:
+    """Writes `options` and the time step `substeps` implies on `spec`, uncompiled (see `compile_model`)."""
     if substeps is not None:
         if substeps < 1:
             raise ValueError(f"substeps must be >= 1, got {substeps}")
@@ -70,7 +76,6 @@ def compile_model(spec: mujoco.MjSpec, options: Mapping[str, float], substeps: i
         targets = _elements(spec, element, name)
         for target in targets:
             _SETTERS[(element, attribute)](target, float(value))
-    return spec.compile()
 
 
 def _elements(spec: mujoco.MjSpec, element: str, name: str) -> list:

@@ -5,6 +5,7 @@
   ones (the control delay) by `signals`.
 - `recording`: the recorded trajectory format and its checks, simulation with MuJoCo's C
   simulator, synthetic recordings and excitation signals.
+- `columns`: a robot's own CSV log (its column names and units) read through a column map.
 - `signals`: the controls the model receives: recorded commands under a control delay
   (`signal:ctrl:delay`), the same in MJX and MuJoCo's C simulator.
 - `noise`: the measurement noise model and its estimates.
@@ -13,6 +14,7 @@
 - `report`: what the data determines (information-matrix analysis, flags, summary lines,
   loss-landscape figure).
 - `coverage`: the benchmark of how often the 95% intervals hold the truth.
+- `mjcf`: the identified model written back as MJCF (`identified.xml`).
 
 Modules here may import `envs`, each other, and numerical and plotting libraries (JAX,
 MuJoCo, MJX, numpy, matplotlib); nothing else of `shac`, never `launch`.

@@ -8,6 +8,8 @@ vector columns as `qpos_0, qpos_1, ...`):
     qpos: float [T, nq]; qvel: float [T, nv]; ctrl: float [T, nu], the control
     command sent at each sample and held to the next (applied at once, or
     after a delay `signal:ctrl:delay`: `shac.sysid.signals`).
+A robot's own CSV log, with its own column names and units, reads through a
+column map (`shac.sysid.columns`) into the same arrays.
 
 `Trajectory.check` turns every way such a file can be unusable into one
 `ValueError` line naming the array, the rows or the sizes, before any fitting.
@@ -19,8 +21,10 @@ testing system identification.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -50,8 +54,28 @@ class Trajectory:
             object.__setattr__(self, name, array)
 
     @classmethod
-    def load(cls, path: str | Path) -> Trajectory:
-        """Reads an NPZ or CSV file (unchecked: see `check`)."""
+    def load(
+        cls,
+        path: str | Path,
+        model: mujoco.MjModel | None = None,
+        columns: Mapping[str, Any] | None = None,
+        units: Mapping[str, Any] | None = None,
+    ) -> Trajectory:
+        """Reads an NPZ or CSV file (unchecked: see `check`).
+
+        With `columns` (and `model`), a CSV with its own column names and units:
+        `shac.sysid.columns.load_csv`, which documents the column map and `units`.
+        """
+        if columns:
+            if model is None:
+                raise ValueError("a column map needs the model whose joint and actuator names it uses")
+            from shac.sysid.columns import load_csv
+
+            return load_csv(path, model, columns, units)
+        if units:
+            raise ValueError(
+                "units are given but no column map; the native format is in the model's units (s, rad, rad/s, m)"
+            )
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no trajectory file at '{path}'")
