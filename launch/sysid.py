@@ -7,6 +7,12 @@
 (from init, default 0), in init alone it is a known, fixed delay
 (shac/sysid/signals.py).
 
+Several recordings of the same system (different experiments: excitations, speeds) fit
+together, sharing the parameters and the control delay, each with its own noise level; the
+column map applies to every CSV among them:
+
+    python launch/sysid.py "data=[fast.npz,slow.npz]" env=pendulum_swingup params=[...]
+
 A robot's own CSV log reads through a column map and its units (shac/sysid/columns.py):
 
     python launch/sysid.py data=arm_log.csv env=arm_reach column_map=arm_log.yaml params=[...]
@@ -15,8 +21,9 @@ A robot's own CSV log reads through a column map and its units (shac/sysid/colum
         "units={time: ms, angle: deg, angular_velocity: deg/s}"
 
 Writes <out>/sysid.json (convergence, estimates, standard errors, confidence
-intervals, the noise model, Fisher eigen-directions, flags, fit history,
-Jacobian cost of autodiff versus finite differences), <out>/landscape.png and
+intervals, the noise model, each recording with its noise estimate, Fisher
+eigen-directions, flags, fit history, Jacobian cost of autodiff versus finite
+differences), <out>/landscape.png and
 <out>/identified.xml (the env's MJCF with the fitted and the given values in
 place, the control delay in a comment at its top: shac/sysid/mjcf.py; if MJCF
 cannot express a value, one line says so and no file is written), and prints a
@@ -46,8 +53,9 @@ NOT_CONVERGED_STATUS = 3
 
 @dataclass
 class SysidArgs:
-    data: str = MISSING
-    """Trajectory file (.npz or .csv; format in shac/sysid/recording.py)."""
+    data: Any = MISSING
+    """Trajectory file (.npz or .csv; format in shac/sysid/recording.py), or a list of them, data=[a.npz,b.npz]:
+    recordings of the same system, fitted together with one parameter vector and one noise level per recording."""
     columns: dict[str, Any] = field(default_factory=dict)
     """Column map of a CSV with its own column names: {time: <column>, qpos: {<joint>: <column>, ...},
     qvel: {<joint>: <column>, ...}, ctrl: {<actuator>: <column>, ...}} (shac/sysid/columns.py);
@@ -82,7 +90,8 @@ class SysidArgs:
     compare_cost: bool = True
     """Also time one Jacobian of the other method, for the report."""
     out: str = ""
-    """Output directory (default: <data file stem>_sysid beside the data)."""
+    """Output directory (default: <data file stem>_sysid beside the data; for several files, the stems joined
+    by + beside the first)."""
 
 
 def parse(argv: list[str]) -> SysidArgs:
@@ -99,9 +108,29 @@ def parse(argv: list[str]) -> SysidArgs:
         sys.exit(f"segment_seconds must be > 0, got {args.segment_seconds}")
     if (args.qpos_noise > 0) != (args.qvel_noise > 0) or min(args.qpos_noise, args.qvel_noise) < 0:
         sys.exit(f"give both qpos_noise and qvel_noise > 0, or neither; got {args.qpos_noise} and {args.qvel_noise}")
+    data_files(args.data)
     if args.column_map:
         args.columns, args.units = _read_column_map(args.column_map, args.columns, args.units)
     return args
+
+
+def data_files(data: Any) -> list[str]:
+    """The trajectory files `data=` names (one file, or a list of them); exits with one line on an empty list,
+    an entry that is not a file name, or a file given twice."""
+    files = [data] if isinstance(data, str | int | float) else data
+    if not isinstance(files, list) or not all(isinstance(f, str | int | float) for f in files):
+        sys.exit(f"error: data must be a file or a list of files, data=[a.npz,b.npz]; got {data!r}")
+    files = [str(f) for f in files]
+    if not files:
+        sys.exit("error: data=[] names no recording; give data=<file> or data=[<file>,<file>,...]")
+    seen: dict[Path, str] = {}
+    for f in files:
+        path = Path(f).resolve()
+        if path in seen:
+            spelled = "" if seen[path] == f else f" (as '{seen[path]}' and '{f}')"
+            sys.exit(f"error: data names the file '{seen[path]}' twice{spelled}; give each recording once")
+        seen[path] = f
+    return files
 
 
 def _read_column_map(path: str, columns: dict, units: dict) -> tuple[dict, dict]:
@@ -146,12 +175,23 @@ def main(argv: list[str]) -> None:
         bounds = {key: Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
         signals.split(list(bounds))
         noise = (args.qpos_noise, args.qvel_noise) if args.qpos_noise > 0 else None
-        trajectory = Trajectory.load(args.data, model, args.columns, args.units)
-        problem = Problem(model, args.params, trajectory, args.segment_seconds, bounds, noise, signal_init)
+        files = data_files(args.data)
+        trajectories = [Trajectory.load(f, model, args.columns, args.units) for f in files]
+        problem = Problem(
+            model,
+            args.params,
+            trajectories,
+            args.segment_seconds,
+            bounds,
+            noise,
+            signal_init,
+            names=[f"'{f}'" for f in files],
+        )
         problem.to_theta(problem.initial_values)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
-    out = Path(args.out) if args.out else Path(args.data).with_name(Path(args.data).stem + "_sysid")
+    first = Path(files[0])
+    out = Path(args.out) if args.out else first.with_name("+".join(Path(f).stem for f in files) + "_sysid")
     out.mkdir(parents=True, exist_ok=True)
 
     print(f"fitting {', '.join(args.params)} ({args.method}) on {problem.describe()}")
@@ -169,6 +209,12 @@ def main(argv: list[str]) -> None:
         other = METHODS[1 - METHODS.index(args.method)]
         cost[other] = _time_jacobian(problem, result, other)
     nq = problem.nq
+    noises = result.noise  # [K, nx]: Problem was given a list
+    recordings = [
+        {"file": f, **info, "noise": {"qpos": noises[k, :nq].tolist(), "qvel": noises[k, nq:].tolist()}}
+        for k, (f, info) in enumerate(zip(files, problem.recordings(), strict=True))
+    ]
+    noise_values = recordings[0]["noise"] if len(files) == 1 else {}
     report = {
         "converged": result.converged,
         "stalled": result.stalled,
@@ -178,12 +224,12 @@ def main(argv: list[str]) -> None:
         "noise": {
             "source": "given" if result.noise_given else "estimated from the residuals",
             "controls": problem.controls_phrase(),
-            "qpos": result.noise[:nq].tolist(),
-            "qvel": result.noise[nq:].tolist(),
+            **noise_values,
             "normalised_residual_rms": float(np.sqrt(np.mean(result.residuals**2))),
         },
         "segments": {"count": len(result.start_states), "seconds": problem.segment_seconds},
-        "data": str(args.data),
+        "recordings": recordings,
+        "data": files[0] if isinstance(args.data, str) else files,
         "env": args.env,
         "method": args.method,
         "losses": result.losses,
@@ -239,7 +285,7 @@ def _write_identified(env, problem, result, given: dict[str, float], args: Sysid
     else:
         delay_line = f"Control delay {signals.DELAY}: none fitted or given."
     lines = [
-        f"Identified by launch/sysid.py from {args.data} on env {args.env}: "
+        f"Identified by launch/sysid.py from {', '.join(data_files(args.data))} on env {args.env}: "
         + ("converged." if result.converged else "NOT CONVERGED, the values are unreliable."),
         "Fitted: " + (", ".join(f"{k} = {v:.6g}" for k, v in fitted.items()) or "no model parameter") + ".",
         *(["Given: " + ", ".join(f"{k} = {v:.6g}" for k, v in given.items()) + "."] if given else []),

@@ -517,3 +517,188 @@ def test_record_and_sysid_clis_simulate_and_fit_a_delay(tmp_path):
     report = json.loads((tmp_path / "out" / "sysid.json").read_text())
     assert report["parameters"][DELAY]["estimate"] == pytest.approx(0.02, abs=0.002)
     assert report["noise"]["controls"] == "controls delayed by the fitted delay, otherwise exact"
+
+
+# --- several recordings in one fit (shac/sysid/fit.py, launch/sysid.py data=[...]) ---
+
+FRICTION_TRUTH = {DAMPING: 0.1, FRICTION: 0.2}
+
+
+def friction_recording(amplitudes, frequencies, qpos_noise, qvel_noise, seed):
+    """20 s of multisine torques every 0.05 s from the hanging pendulum with damping 0.1 and friction 0.2."""
+    ctrl = multisine(20.0, PENDULUM.ctrl_dt, amplitudes, frequencies)
+    model = model_with(damping=0.1, frictionloss=0.2)
+    return record(model, ctrl, np.array([np.pi]), np.array([0.0]), PENDULUM.ctrl_dt, qpos_noise, qvel_noise, seed)
+
+
+def spin_recording():
+    """20 s of a steady push that keeps the pendulum spinning over the top at 14 to 18 rad/s."""
+    t = np.arange(401) * PENDULUM.ctrl_dt
+    ctrl = (0.9 + 0.1 * np.sin(1.3 * t))[:, None]
+    model = model_with(damping=0.1, frictionloss=0.2)
+    return record(model, ctrl, np.array([np.pi]), np.array([17.0]), PENDULUM.ctrl_dt, 0.002, 0.02, seed=4)
+
+
+def friction_fit(data, steps=50):
+    """Damping and friction fitted to `data` (one recording or a list) from half their true values."""
+    problem = Problem(model_with(damping=0.05, frictionloss=0.1), [DAMPING, FRICTION], data)
+    result = fit(problem, steps=steps, method="finite_difference")
+    return problem, result, analyze((DAMPING, FRICTION), result.values, result.information, result.converged)
+
+
+def correlation(information):
+    covariance = np.linalg.inv(information)
+    return covariance[0, 1] / np.sqrt(covariance[0, 0] * covariance[1, 1])
+
+
+def test_two_recordings_share_the_parameters_and_keep_their_own_noise():
+    # the same pendulum under two excitations, the second with twice the noise
+    rich = friction_recording([1.0, 0.6, 0.4], [1.5, 3.7, 6.1], 0.002, 0.02, seed=0)
+    other = friction_recording([0.9, 0.7], [2.3, 5.3], 0.004, 0.04, seed=4)
+    singles = [friction_fit(rich)[1:], friction_fit(other)[1:]]
+    problem, joint, report = friction_fit([rich, other])
+    assert problem.describe().startswith("38 segments of 1 s (21 samples every 0.05 s) from 2 recordings")
+    # segments stay within their recording (rows 0-400 and 401-801)
+    assert (problem.segments.start_rows[problem.segment_recording == 1] >= 401).all()
+    assert problem.recording_segments.tolist() == [19, 19]
+    assert joint.converged and all(result.converged for result, _ in singles)
+    for key, truth in FRICTION_TRUTH.items():
+        entry = report["parameters"][key]
+        assert entry["ci95"][0] <= truth <= entry["ci95"][1]
+        errors = [single["parameters"][key]["std_error"] for _, single in singles]
+        for _, single in singles:
+            low, high = single["parameters"][key]["ci95"]
+            assert low <= entry["estimate"] <= high
+        assert entry["std_error"] < min(errors)
+        # the information of the two experiments adds up, each weighted by its own noise
+        assert entry["std_error"] == pytest.approx(1 / np.sqrt(sum(1 / e**2 for e in errors)), rel=0.15)
+    # each recording's noise, estimated from its own residuals: [K, nx] for a list
+    assert joint.noise.shape == (2, 2)
+    np.testing.assert_allclose(joint.noise, [[0.002, 0.02], [0.004, 0.04]], rtol=0.2)
+
+
+def test_a_list_of_one_recording_fits_as_the_recording_alone():
+    data = random_recording(0.05, seed=1)
+    alone, listed = (fit(Problem(PENDULUM.mj_model, [DAMPING], d), method="finite_difference") for d in (data, [data]))
+    for name in ("values", "information", "start_states", "residuals", "losses"):
+        np.testing.assert_array_equal(getattr(listed, name), getattr(alone, name))
+    assert alone.noise.shape == (2,) and listed.noise.shape == (1, 2)
+    np.testing.assert_array_equal(listed.noise[0], alone.noise)
+
+
+def test_recordings_are_weighted_by_their_own_noise_and_never_joined():
+    # two halves of one recording, 5 s each: 5 segments of 20 samples each (the shapes compiled above)
+    data = random_recording(0.05, seed=1)
+    halves = [Trajectory(*(getattr(data, n)[rows] for n in ("time", "qpos", "qvel", "ctrl"))) for rows in
+              (slice(0, 100), slice(100, 201))]  # fmt: skip
+    problem = Problem(PENDULUM.mj_model, [DAMPING], halves)
+    second = Problem(PENDULUM.mj_model, [DAMPING], halves[1])
+    assert problem.segment_recording.tolist() == [0] * 5 + [1] * 5 and second.segment_length == 20
+    weights = 1.0 / np.array([[1e-3, 1e-2], [4e-3, 4e-2]])  # [K, nx]
+    x0 = problem.segments.measured[:, 0]
+    values = np.array([0.1])
+    autodiff = problem.jacobian(values, x0, weights, "autodiff")
+    finite = problem.jacobian(values, x0, weights, "finite_difference")
+    for exact, approximate in zip(autodiff, finite, strict=True):
+        np.testing.assert_allclose(exact, approximate, rtol=1e-4, atol=1e-4 * np.abs(exact).max())
+    # the second recording's segments are those of the recording alone, weighted by its own noise
+    np.testing.assert_array_equal(finite[0][5:], second.residuals_mujoco(values, x0[5:], weights[1]))
+    # a delayed control never reaches back into the recording before: its first command is held
+    delayed = Problem(PENDULUM.mj_model, [DAMPING, DELAY], halves).step_controls(np.array([0.1, 0.03]))
+    np.testing.assert_array_equal(delayed[5, 0, :, 0], [halves[1].ctrl[0, 0]] * 5)
+
+
+@pytest.mark.parametrize(
+    ("change", "names", "message"),
+    [
+        (lambda a, b: [], None, r"^no recordings given; pass a Trajectory or a non-empty sequence of them$"),
+        (
+            lambda a, b: [a, Trajectory(b.time, np.repeat(b.qpos, 2, axis=1), b.qvel, b.ctrl)],
+            None,
+            r"^recording 2 of 2: qpos has 2 columns but the model has nq=1$",
+        ),
+        (
+            lambda a, b: [a, Trajectory(b.time, b.qpos, b.qvel, np.repeat(b.ctrl, 3, axis=1))],
+            ["'a.npz'", "'b.npz'"],
+            r"^'b.npz': ctrl has 3 columns but the model has nu=1$",
+        ),
+        (
+            lambda a, b: [a, Trajectory(2 * b.time, b.qpos, b.qvel, b.ctrl)],
+            ["'a.npz'", "'b.npz'"],
+            r"^'b.npz' is sampled every 0.1 s but 'a.npz' every 0.05 s; the recordings of one fit need one sample "
+            r"spacing \(resample them\)$",
+        ),
+        (
+            lambda a, b: [a, Trajectory(b.time[:10], b.qpos[:10], b.qvel[:10], b.ctrl[:10])],
+            None,
+            r"^recording 2 of 2 has 10 samples in its longest stretch, fewer than one segment of 20 samples "
+            r"\(0.95 s\); leave it out or set a shorter segment_seconds$",
+        ),
+    ],
+)
+def test_bad_recordings_among_several_fail_in_one_line_naming_the_recording(change, names, message):
+    data = random_recording(0.05, seed=1)
+    with pytest.raises(ValueError, match=message):
+        Problem(PENDULUM.mj_model, [DAMPING], change(data, data), names=names)
+
+
+def test_a_slower_recording_separates_the_friction_that_fast_spinning_confounds():
+    # spinning at 14-18 rad/s, damping 0.1 x speed and friction 0.2 brake alike: the pair is a long valley
+    spin, rich = spin_recording(), friction_recording([1.0, 0.6, 0.4], [1.5, 3.7, 6.1], 0.002, 0.02, seed=0)
+    _, alone, alone_report = friction_fit(spin, steps=100)
+    assert alone.converged and len(alone_report["flags"]) == 1
+    assert DAMPING in alone_report["flags"][0] and "cannot separate" in alone_report["flags"][0]
+    assert abs(correlation(alone.information)) > 0.99 and alone_report["condition_number"] > 1e4
+    # the multisine's slower swings through zero speed tell the two apart
+    _, joint, joint_report = friction_fit([spin, rich])
+    assert joint.converged and joint_report["flags"] == []
+    assert abs(correlation(joint.information)) < 0.95
+    assert joint_report["condition_number"] < alone_report["condition_number"] / 100
+    for key, truth in FRICTION_TRUTH.items():
+        low, high = joint_report["parameters"][key]["ci95"]
+        assert low <= truth <= high
+
+
+def test_sysid_cli_fits_two_recordings(tmp_path):
+    random_recording(0.05, seed=3).save(tmp_path / "quiet.npz")
+    random_recording(0.05, seed=4, qpos_noise=3e-3, qvel_noise=3e-2).save(tmp_path / "noisy.npz")
+    files = f"[{tmp_path / 'quiet.npz'},{tmp_path / 'noisy.npz'}]"
+    result = run_sysid(files, tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "segments of 0.95 s (20 samples every 0.05 s) from 2 recordings" in result.stdout.splitlines()[0]
+    lines = result.stdout[result.stdout.index("converged after") :].splitlines()
+    assert lines[2].endswith("standard deviations (estimated from the residuals) per recording:")
+    assert re.fullmatch(r"  .*quiet\.npz: 10 s, 201 samples, 10 segments; qpos \[0\.00.*\], qvel \[.*\]", lines[3])
+    assert lines[4].startswith(f"  {tmp_path / 'noisy.npz'}: 10 s, 201 samples, 10 segments; ")
+    report = json.loads((tmp_path / "out" / "sysid.json").read_text())
+    assert report["parameters"][DAMPING]["estimate"] == pytest.approx(0.137, rel=0.01)
+    assert (
+        [r["file"] for r in report["recordings"]]
+        == report["data"]
+        == [
+            str(tmp_path / "quiet.npz"),
+            str(tmp_path / "noisy.npz"),
+        ]
+    )
+    quiet, noisy = report["recordings"]
+    assert (quiet["seconds"], quiet["samples"], quiet["segments"]) == (10.0, 201, 10)
+    assert quiet["noise"]["qvel"][0] == pytest.approx(1e-2, rel=0.2)
+    assert noisy["noise"]["qvel"][0] == pytest.approx(3e-2, rel=0.2) and "qpos" not in report["noise"]
+    assert "quiet.npz, " in (tmp_path / "out" / "identified.xml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("[]", r"error: data=\[\] names no recording; give data=<file> or data=\[<file>,<file>,...\]"),
+        ("[{a},{a}]", r"error: data names the file '.*a\.npz' twice; give each recording once"),
+        ("[{a},{b}]", r"error: '.*b\.npz': qpos has 2 columns but the model has nq=1"),
+    ],
+)
+def test_sysid_cli_rejects_bad_lists_of_recordings_in_one_line(tmp_path, data, message):
+    a = random_recording(0.05, seed=3)
+    a.save(tmp_path / "a.npz")
+    Trajectory(a.time, np.repeat(a.qpos, 2, axis=1), a.qvel, a.ctrl).save(tmp_path / "b.npz")
+    result = run_sysid(data.format(a=tmp_path / "a.npz", b=tmp_path / "b.npz"), tmp_path / "out")
+    assert result.returncode == 1 and not (tmp_path / "out").exists()
+    assert re.fullmatch(message, result.stderr.strip())

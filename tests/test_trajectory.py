@@ -84,6 +84,19 @@ def test_gaps_in_time_split_the_recording_into_stretches():
     assert gapped.stretches() == [slice(0, 40), slice(40, 70), slice(70, 101)]
 
 
+def test_recordings_concatenate_as_stretches_separated_by_gaps():
+    first, second = clean(50), with_(clean(31), time=5.0 + np.arange(31) * 0.01)  # its own clock, from 5 s
+    time = second.time.copy()
+    time[20:] += 0.3  # a gap of its own
+    joined = Trajectory.concatenate([first, with_(second, time=time)])
+    joined.check(**PENDULUM_SIZES)
+    # recording 2 starts 10 spacings after recording 1 ends; its own gap stays
+    assert joined.stretches() == [slice(0, 50), slice(50, 70), slice(70, 81)]
+    assert joined.time[50] - joined.time[49] == pytest.approx(0.1) and joined.dt == pytest.approx(0.01)
+    np.testing.assert_array_equal(joined.qpos, np.concatenate([first.qpos, second.qpos]))
+    assert Trajectory.concatenate([first]) is first
+
+
 def test_recordings_follow_the_c_simulator_and_add_the_requested_noise():
     import mujoco
 

@@ -1,17 +1,27 @@
 """System identification by multiple shooting through MJX, fitted by Levenberg-Marquardt.
 
-A recorded trajectory (`shac.sysid.recording`) is cut into segments of equal
-duration. Each segment starts from its own start state, a decision variable
-initialised from the measurement there, and is simulated under the measured
-controls. The residuals are, per segment, the start state minus its
-measurement and each simulated state minus the next measurement, every
-coordinate divided by its noise standard deviation; each measurement enters
-exactly once. The named model parameters (`envs.physics.parameters`, bounded as
-in `shac.sysid.parameters`) and all start states are fitted together by
-Levenberg-Marquardt (`shac.sysid.least_squares`), so noise in the measured start
-states does not bias the parameters and the intervals account for the start
-states being estimated too. The noise standard deviations are given, or
+A recorded trajectory (`shac.sysid.recording`), or several recordings of the
+same system, is cut into segments of equal duration. Each segment starts from
+its own start state, a decision variable initialised from the measurement
+there, and is simulated under the measured controls. The residuals are, per
+segment, the start state minus its measurement and each simulated state minus
+the next measurement, every coordinate divided by its noise standard deviation;
+each measurement enters exactly once. The named model parameters
+(`envs.physics.parameters`, bounded as in `shac.sysid.parameters`) and all
+start states are fitted together by Levenberg-Marquardt
+(`shac.sysid.least_squares`), so noise in the measured start states does not
+bias the parameters and the intervals account for the start states being
+estimated too. The noise standard deviations are given, or
 estimated as `shac.sysid.noise` describes.
+
+Several recordings (different experiments: excitations, speeds) share the
+parameters and the control delay (the same hardware) in one fit. They are
+joined as the stretches of one trajectory, separated by gaps
+(`Trajectory.concatenate`), so segments, and the delayed controls near a
+segment's start, never cross from one recording to the next, as within a
+recording with gaps in time. Each recording has its own noise standard
+deviations (sensors and conditions differ between experiments), estimated from
+its own residuals; given ones apply to every recording.
 
 The controls are the recorded commands, delayed by `signal:ctrl:delay` when
 that is given or fitted (`shac.sysid.signals`; without it they act at once). A
@@ -33,7 +43,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import jax
@@ -46,7 +56,7 @@ from envs.physics.parameters import ModelParameter, parse_all, write_all
 from shac.sysid import least_squares, signals
 from shac.sysid.noise import NOISE_RTOL, initial_noise, reestimate_noise
 from shac.sysid.parameters import Bounds
-from shac.sysid.recording import Trajectory, simulate_mujoco
+from shac.sysid.recording import SPACING_RTOL, Trajectory, simulate_mujoco
 
 METHODS = ("autodiff", "finite_difference")
 MIN_SEGMENT_SAMPLES = 5
@@ -118,21 +128,34 @@ class Segments:
 
 
 class Problem:
-    """The fitting problem: a model, the parameters to estimate, and segments of data.
+    """The fitting problem: a model, the parameters to estimate, and segments of data from K recordings.
 
     Args:
         mj_model: the MuJoCo model (its current parameter values are the
             initial guess; it is copied, not changed).
         keys: parameters as `element:name:attribute`: model parameters, and
             `signal:ctrl:delay` (`shac.sysid.signals`).
-        trajectory: the recorded data; checked against the model here, before anything compiles.
-        segment_seconds: duration of each segment (default: `default_segment_seconds`).
+        trajectory: the recorded data, or a sequence of K >= 1 recordings of the
+            same system (one sample spacing) that share the parameters and the
+            delay, each with its own noise; checked against the model here,
+            before anything compiles.
+        segment_seconds: duration of each segment (default: `default_segment_seconds`
+            of the recordings joined, so set by the longest stretch of any).
         bounds: per-key bounds (default: positive, unbounded above; for the
             delay [0, a tenth of the longest stretch], where only its upper bound is taken from here).
         noise: (qpos, qvel) noise standard deviations, each a scalar or one per
-            coordinate; None estimates them.
+            coordinate, for every recording; None estimates them per recording.
         signal_values: values of signal parameters, e.g. {"signal:ctrl:delay": 0.02}:
             the initial guess of those in `keys`, fixed for the others (default 0).
+        names: how messages name the recordings (e.g. their files; default
+            "recording k of K"); a message about one of several recordings starts with its name.
+
+    Attributes:
+        trajectories: the K recordings as given. trajectory: them joined
+            (`Trajectory.concatenate`; the one recording itself when K = 1).
+        single: a Trajectory was given rather than a sequence (`FitResult.noise` follows it).
+        segment_recording: int [S] the recording of each segment.
+        noise: [K, nx] the initial (or given) noise standard deviations per recording, qpos then qvel.
 
     Raises:
         ValueError: unusable data or settings, in one line.
@@ -142,11 +165,12 @@ class Problem:
         self,
         mj_model: mujoco.MjModel,
         keys: list[str] | tuple[str, ...],
-        trajectory: Trajectory,
+        trajectory: Trajectory | Sequence[Trajectory],
         segment_seconds: float | None = None,
         bounds: dict[str, Bounds] | None = None,
         noise: tuple[float | np.ndarray, float | np.ndarray] | None = None,
         signal_values: dict[str, float] | None = None,
+        names: Sequence[str] | None = None,
     ):
         self.mj_model = copy.deepcopy(mj_model)
         if len(set(keys)) != len(keys):
@@ -158,7 +182,12 @@ class Problem:
         self.model_indices = tuple(i for i, key in enumerate(keys) if not signals.is_signal(key))
         self.delay_index = self.keys.index(signals.DELAY) if signals.DELAY in signal_keys else None
         self.delay = float(given.get(signals.DELAY, 0.0))
-        trajectory.check(mj_model.nq, mj_model.nv, mj_model.nu)
+        self.single = isinstance(trajectory, Trajectory)
+        if not self.single and (isinstance(trajectory, str | bytes) or not isinstance(trajectory, Sequence)):
+            raise ValueError(f"expected a Trajectory or a sequence of them, got a {type(trajectory).__name__}")
+        self.trajectories: tuple[Trajectory, ...] = (trajectory,) if self.single else tuple(trajectory)
+        self.names = self._check_recordings(mj_model, names)
+        trajectory = Trajectory.concatenate(self.trajectories)
         dt = trajectory.dt
         longest = max((s.stop - s.start - 1) * dt for s in trajectory.stretches())
         where = "the recording" if len(trajectory.stretches()) == 1 else "the longest contiguous stretch"
@@ -183,17 +212,60 @@ class Problem:
         self.segment_seconds = (self.segment_length - 1) * dt
         self.stretches = trajectory.stretches()
         self.segments, self.samples_left_out = Segments.cut(trajectory, self.segment_length)
+        first_rows = np.cumsum([0] + [len(t.time) for t in self.trajectories])  # [K + 1]
+        self.segment_recording = np.searchsorted(first_rows, self.segments.start_rows, side="right") - 1
+        self.recording_segments = np.bincount(self.segment_recording, minlength=len(self.trajectories))  # [K]
+        empty = np.flatnonzero(self.recording_segments == 0)
+        if empty.size:
+            k = int(empty[0])
+            longest = max(s.stop - s.start for s in self.trajectories[k].stretches())
+            raise ValueError(
+                f"{self.names[k]} has {longest} samples in its longest stretch, fewer than one segment of "
+                f"{self.segment_length} samples ({self.segment_seconds:.4g} s); leave it out or set a shorter "
+                "segment_seconds"
+            )
         self.nq, self.nv = mj_model.nq, mj_model.nv
         if noise is None:
-            self.noise, self.noise_given = initial_noise(trajectory), False
+            self.noise, self.noise_given = np.stack([initial_noise(t) for t in self.trajectories]), False
         else:
             qpos_noise = np.broadcast_to(np.asarray(noise[0], np.float64), (self.nq,))
             qvel_noise = np.broadcast_to(np.asarray(noise[1], np.float64), (self.nv,))
-            self.noise, self.noise_given = np.concatenate([qpos_noise, qvel_noise]), True
-            if not (self.noise > 0).all():
-                raise ValueError(f"noise standard deviations must be > 0, got {self.noise.tolist()}")
+            given_noise = np.concatenate([qpos_noise, qvel_noise])
+            if not (given_noise > 0).all():
+                raise ValueError(f"noise standard deviations must be > 0, got {given_noise.tolist()}")
+            self.noise, self.noise_given = np.tile(given_noise, (len(self.trajectories), 1)), True
         with jax.enable_x64(True):
             self.mjx_model = mjx.put_model(mj_model, impl="jax")
+
+    def _check_recordings(self, mj_model: mujoco.MjModel, names: Sequence[str] | None) -> tuple[str, ...]:
+        """The recordings' names for messages; raises a one-line ValueError naming a recording that cannot be used.
+
+        Each is checked against the model (`Trajectory.check`); all need one sample spacing.
+        """
+        count = len(self.trajectories)
+        if count == 0:
+            raise ValueError("no recordings given; pass a Trajectory or a non-empty sequence of them")
+        if names is None:
+            names = [f"recording {k + 1} of {count}" for k in range(count)]
+        elif len(names) != count:
+            raise ValueError(f"{len(names)} names for {count} recordings")
+        for name, trajectory in zip(names, self.trajectories, strict=True):
+            if not isinstance(trajectory, Trajectory):
+                raise ValueError(f"{name} is a {type(trajectory).__name__}, not a Trajectory")
+            try:
+                trajectory.check(mj_model.nq, mj_model.nv, mj_model.nu)
+            except ValueError as e:
+                if count == 1:
+                    raise
+                raise ValueError(f"{name}: {e}") from None
+        spacings = [t.dt for t in self.trajectories]
+        for name, spacing in zip(names[1:], spacings[1:], strict=True):
+            if abs(spacing - spacings[0]) > SPACING_RTOL * spacings[0]:
+                raise ValueError(
+                    f"{name} is sampled every {spacing:.6g} s but {names[0]} every {spacings[0]:.6g} s; "
+                    "the recordings of one fit need one sample spacing (resample them)"
+                )
+        return tuple(names)
 
     def _delay_bounds(self, given: Bounds | None, longest: float, dt: float) -> Bounds:
         """[0, upper] in units of the sample spacing; upper is given or a tenth of the longest stretch."""
@@ -258,13 +330,46 @@ class Problem:
             f"{len(self.segments.start_rows)} segments of {self.segment_seconds:.4g} s "
             f"({self.segment_length} samples every {self.trajectory.dt:.4g} s)"
         )
-        if len(self.stretches) > 1:
+        count = len(self.trajectories)
+        if count > 1:
+            line += f" from {count} recordings"
+            if len(self.stretches) > count:
+                line += f" ({len(self.stretches)} contiguous stretches: gaps in time split a recording)"
+        elif len(self.stretches) > 1:
             line += f" from {len(self.stretches)} contiguous stretches (gaps in time split the recording)"
         if self.samples_left_out:
             line += f"; {self.samples_left_out} samples at stretch ends left out"
         return line
 
+    def recordings(self) -> list[dict]:
+        """Per recording: `samples`, `seconds` (first to last time stamp), `segments` and `samples_left_out`."""
+        used = self.recording_segments * self.segment_length
+        return [
+            {
+                "samples": len(t.time),
+                "seconds": float(t.time[-1] - t.time[0]),
+                "segments": int(self.recording_segments[k]),
+                "samples_left_out": int(len(t.time) - used[k]),
+            }
+            for k, t in enumerate(self.trajectories)
+        ]
+
+    def segment_weights(self, weights: np.ndarray) -> np.ndarray:
+        """[S, nx] the weights of every segment's residuals (1 / noise).
+
+        Args:
+            weights: [nx] for every recording, or [K, nx] one row per recording.
+        """
+        weights = np.asarray(weights, np.float64)
+        shape = (len(self.trajectories), self.nq + self.nv)
+        if weights.ndim == 1:
+            weights = np.broadcast_to(weights, shape)
+        if weights.shape != shape:
+            raise ValueError(f"weights of shape {weights.shape}; expected [nx] or [K, nx] = {list(shape)}")
+        return weights[self.segment_recording]
+
     # --- residuals [S, L, nx]: (simulated - measured) / noise, start states x0 [S, nx] ---
+    # `weights` are 1 / noise: [nx] for every recording or [K, nx] per recording (`segment_weights`).
 
     def residuals(self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """float64 [S, L * nx] weighted residuals simulated by MJX in float64."""
@@ -296,7 +401,7 @@ class Problem:
         controls = self.step_controls(values)
         qpos, qvel = simulate_mujoco(model, x0[:, : self.nq], x0[:, self.nq :], controls, self.n_substeps)
         simulated = np.concatenate([x0[:, None], np.concatenate([qpos, qvel], axis=-1)], axis=1)
-        return ((simulated - self.segments.measured) * weights).reshape(len(x0), -1)
+        return ((simulated - self.segments.measured) * self.segment_weights(weights)[:, None]).reshape(len(x0), -1)
 
     def _jacobian_mujoco(self, values, x0, weights, rel_step=1e-5):
         """Central differences of `residuals_mujoco`: 2 (P + nx) simulations of all segments.
@@ -341,7 +446,7 @@ class Problem:
             jnp.asarray(self.segments.start_rows, jnp.int32),
             jnp.asarray(self.segments.first_rows, jnp.int32),
             f64(self.segments.measured),
-            f64(weights),
+            f64(self.segment_weights(weights)),
             f64(self.trajectory.ctrl),
             f64(self.delay),
         )
@@ -369,7 +474,8 @@ def _segment_residuals(
         values: [P] the parameters: model ones at `model_indices`, the delay at
             `delay_index` (None: the fixed `delay` instead).
         x0: [nx] start state. start_row, first_row: int, the segment's first row
-            and its stretch's. measured: [L, nx]. ctrl: [T, nu] the whole recording's commands.
+            and its stretch's. measured: [L, nx]. weights: [nx] 1 / the segment's recording's noise.
+            ctrl: [T, nu] the commands of all recordings, joined.
     """
     model = write_all(model, parameters, values[np.array(model_indices, int)])
     if delay_index is not None:
@@ -392,7 +498,7 @@ def _segment_residuals(
 def _residuals(model, parameters, model_indices, delay_index, n_substeps, step_seconds, values, x0, *rest):
     f = functools.partial(_segment_residuals, model, parameters, model_indices, delay_index, n_substeps, step_seconds)
     start_rows, first_rows, measured, weights, ctrl, delay = rest
-    return jax.vmap(f, in_axes=(None, 0, 0, 0, 0, None, None, None))(
+    return jax.vmap(f, in_axes=(None, 0, 0, 0, 0, 0, None, None))(
         values, x0, start_rows, first_rows, measured, weights, ctrl, delay
     )
 
@@ -402,13 +508,13 @@ def _jacobian(model, parameters, model_indices, delay_index, n_substeps, step_se
     f = functools.partial(_segment_residuals, model, parameters, model_indices, delay_index, n_substeps, step_seconds)
     start_rows, first_rows, measured, weights, ctrl, delay = rest
 
-    def one(x0, start_row, first_row, measured):
+    def one(x0, start_row, first_row, measured, weights):
         args = (start_row, first_row, measured, weights, ctrl, delay)
         r = f(values, x0, *args)
         d_values, d_x0 = jax.jacfwd(f, argnums=(0, 1))(values, x0, *args)
         return r, d_values, d_x0
 
-    return jax.vmap(one)(x0, start_rows, first_rows, measured)
+    return jax.vmap(one)(x0, start_rows, first_rows, measured, weights)
 
 
 @dataclass(frozen=True)
@@ -419,9 +525,10 @@ class FitResult:
         values: [P] estimates.
         information: [P, P] information matrix (inverse covariance) of the values, with the start states free.
         start_states: [S, nx] fitted segment start states.
-        noise: [nx] noise standard deviations (qpos then qvel), given or estimated.
+        noise: noise standard deviations (qpos then qvel), given or estimated: [nx] when the
+            problem was given one Trajectory, [K, nx] (one row per recording) when given a sequence.
         noise_given: whether `noise` was given rather than estimated.
-        residuals: [S, L * nx] final residuals divided by `noise`.
+        residuals: [S, L * nx] final residuals divided by the noise (of each segment's recording).
         converged: the last Gauss-Newton step was under `tolerance` standard
             errors (or under 1 where the cost stalled, see `shac.sysid.least_squares`)
             and the noise estimate had settled, within `steps`.
@@ -457,10 +564,10 @@ def fit(
     """Fits the parameters and start states by Levenberg-Marquardt, estimating the noise unless given.
 
     Round one weights the residuals by the problem's initial noise; after each
-    round the noise of every coordinate is re-estimated from the residuals
-    (divided by 1 - leverage, so the start states' share is not counted as
-    noise) and the fit continues from where it stopped, until the estimate
-    changes by less than `NOISE_RTOL` or `max_rounds` is reached.
+    round the noise of every coordinate of every recording is re-estimated from
+    that recording's residuals (divided by 1 - leverage, so the start states'
+    share is not counted as noise) and the fit continues from where it stopped,
+    until no estimate changes by `NOISE_RTOL` or more, or `max_rounds` is reached.
 
     Args:
         steps: Levenberg-Marquardt iterations allowed over all rounds.
@@ -473,7 +580,7 @@ def fit(
     derivative = np.vectorize(lambda i, t: problem.bounds[i].derivative(t), otypes=[np.float64])
     lower, upper = problem.theta_limits()
     timings: list[float] = []
-    noise = problem.noise.copy()
+    noise = problem.noise.copy()  # [K, nx]
 
     def make_functions(weights):
         residuals_of = problem.residuals if method == "autodiff" else problem.residuals_mujoco
@@ -509,7 +616,7 @@ def fit(
         losses.extend(2 * c / count for c in solution.costs[1 if round_ else 0 :])
         if problem.noise_given or not solution.converged:
             break
-        updated = reestimate_noise(solution, noise, problem.segments.measured)
+        updated = reestimate_noise(solution, noise, problem.segments.measured, problem.segment_recording)
         settled = bool(np.abs(updated / noise - 1).max() < NOISE_RTOL)
         noise = updated
         if settled:
@@ -523,7 +630,7 @@ def fit(
         values=problem.to_values(theta),
         information=theta_information / (slope[:, None] * slope[None, :]),
         start_states=x0,
-        noise=noise,
+        noise=noise[0] if problem.single else noise,
         noise_given=problem.noise_given,
         residuals=residuals,
         converged=bool(solution.converged and settled),

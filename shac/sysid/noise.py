@@ -6,7 +6,9 @@ control delay when one is given or fitted (`shac.sysid.signals`). The standard
 deviations are given, or estimated: from third differences of the data to
 start (`initial_noise`), then from the fit's residuals (each divided by 1 - its
 leverage, `reestimate_noise`) until they change by less than 5%
-(`NOISE_RTOL`; the rounds are run by `shac.sysid.fit.fit`).
+(`NOISE_RTOL`; the rounds are run by `shac.sysid.fit.fit`). Several recordings
+in one fit have one set of standard deviations each, estimated from their own
+data and residuals.
 """
 
 from __future__ import annotations
@@ -42,15 +44,31 @@ def noise_floor(states: np.ndarray) -> np.ndarray:
     return 1e-9 * (1.0 + np.abs(states).max(axis=0))
 
 
-def reestimate_noise(solution: least_squares.Solution, noise: np.ndarray, measured: np.ndarray) -> np.ndarray:
-    """[nx] noise per coordinate from a converged fit's residuals, each divided by 1 - its leverage.
+def reestimate_noise(
+    solution: least_squares.Solution, noise: np.ndarray, measured: np.ndarray, groups: np.ndarray | None = None
+) -> np.ndarray:
+    """Noise per coordinate (and recording) from a converged fit's residuals, each divided by 1 - its leverage.
 
     Args:
-        solution: residuals weighted by 1 / `noise`. measured: [S, L, nx] the data (for the floor).
+        solution: residuals [S, L * nx] weighted by 1 / `noise` (of each segment's recording).
+        noise: [nx], or [K, nx] one row per recording (group).
+        measured: [S, L, nx] the data (for the floor).
+        groups: int [S] the recording of each segment, in 0..K-1 (default: all in one).
+
+    Returns:
+        The estimate, shaped like `noise`: each recording's from its own segments' residuals.
     """
-    nx = len(noise)
+    per_group = np.atleast_2d(noise)
+    count, nx = per_group.shape
+    segments = len(solution.residuals)
+    groups = np.zeros(segments, int) if groups is None else np.asarray(groups)
     normal = least_squares.Normal.build(solution.residuals, solution.shared, solution.local)
-    leverage = least_squares.leverages(solution.shared, solution.local, normal)
-    squares = ((solution.residuals.reshape(-1, nx) * noise) ** 2).sum(axis=0)
-    dof = np.maximum((1 - leverage).reshape(-1, nx).sum(axis=0), 1.0)
-    return np.maximum(np.sqrt(squares / dof), noise_floor(measured.reshape(-1, nx)))
+    leverage = least_squares.leverages(solution.shared, solution.local, normal).reshape(segments, -1, nx)
+    residuals = solution.residuals.reshape(segments, -1, nx) * per_group[groups][:, None]
+    updated = np.empty_like(per_group, dtype=np.float64)
+    for k in range(count):
+        mine = groups == k
+        squares = (residuals[mine].reshape(-1, nx) ** 2).sum(axis=0)
+        dof = np.maximum((1 - leverage[mine]).reshape(-1, nx).sum(axis=0), 1.0)
+        updated[k] = np.maximum(np.sqrt(squares / dof), noise_floor(measured[mine].reshape(-1, nx)))
+    return updated.reshape(np.shape(noise))

@@ -21,7 +21,7 @@ testing system identification.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ from shac.sysid import signals
 ARRAYS = ("time", "qpos", "qvel", "ctrl")
 SPACING_RTOL = 1e-3
 """Two time stamps are one sample apart when their difference is within this fraction of the spacing."""
+JOIN_GAP_SPACINGS = 10.0
+"""`Trajectory.concatenate` puts this many sample spacings between two recordings (any gap splits them)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,35 @@ class Trajectory:
                 raise ValueError(f"'{path}' has no time column")
             return cls(time=np.atleast_1d(table["time"]), qpos=block("qpos"), qvel=block("qvel"), ctrl=block("ctrl"))
         raise ValueError(f"unsupported trajectory file '{path}'; accepted: .npz, .csv")
+
+    @classmethod
+    def concatenate(cls, trajectories: Sequence[Trajectory], gap_spacings: float = JOIN_GAP_SPACINGS) -> Trajectory:
+        """The recordings one after another, as the stretches of one trajectory (unchecked: `check` each first).
+
+        Each recording is shifted in time to start `gap_spacings` sample
+        spacings (of the first recording) after the previous one ends. That gap
+        splits them like a gap within a recording (`stretches`): segments never
+        cross from one recording to the next, and a delayed control never takes
+        a command from the recording before. One recording is returned as it is.
+
+        Args:
+            trajectories: K >= 1 recordings, [T_k] time and [T_k, n] arrays each.
+
+        Returns:
+            A trajectory with T = sum T_k rows, recording k in rows sum_{j<k} T_j onwards.
+        """
+        if len(trajectories) == 1:
+            return trajectories[0]
+        gap = gap_spacings * trajectories[0].dt
+        times, end = [], None
+        for trajectory in trajectories:
+            start = 0.0 if end is None else end + gap
+            times.append(trajectory.time - trajectory.time[0] + start)
+            end = times[-1][-1]
+        return cls(
+            time=np.concatenate(times),
+            **{name: np.concatenate([getattr(t, name) for t in trajectories]) for name in ARRAYS[1:]},
+        )
 
     def save(self, path: str | Path) -> None:
         """Writes an NPZ file."""

@@ -143,7 +143,9 @@ def summary_lines(report: dict) -> list[str]:
 
     Args:
         report: `analyze`'s dict with the fit's `converged`, `stalled`, `steps`,
-            `step_length` (standard errors) and `noise` (`noise_model_line`'s input) added.
+            `step_length` (standard errors) and `noise` (`noise_model_line`'s input) added;
+            with several `recordings` (each a dict of `file`, `seconds`, `samples`,
+            `segments` and `noise` {qpos, qvel}), one line per recording follows the noise model.
     """
     remaining = f"the Gauss-Newton step {report['step_length']:.2g} standard errors long"
     stall = "the cost stopped decreasing (the simulation is not smooth at this scale)"
@@ -171,6 +173,9 @@ def summary_lines(report: dict) -> list[str]:
             + ("" if entry["reliable"] else " (unreliable: not converged)")
         )
     lines.append(noise_model_line(report["noise"]))
+    recordings = report.get("recordings", [])
+    if len(recordings) > 1:
+        lines.extend(recording_line(recording) for recording in recordings)
     lines.append(f"condition number {report['condition_number']:.3g}")
     lines.extend(f"FLAG: {flag}" for flag in report["flags"])
     if not report["flags"]:
@@ -181,14 +186,31 @@ def summary_lines(report: dict) -> list[str]:
 def noise_model_line(noise: dict) -> str:
     """One sentence on the assumed noise.
 
-    `noise` holds `source` (given or estimated), `qpos` and `qvel` lists, and
+    `noise` holds `source` (given or estimated), `qpos` and `qvel` lists (left
+    out when several recordings have one set each: `recording_line`), and
     `controls` (`shac.sysid.signals.controls_phrase`; default "exact controls").
     """
-    stds = ", ".join(f"{name} [{', '.join(f'{s:.3g}' for s in noise[name])}]" for name in ("qpos", "qvel"))
+    if "qpos" in noise:
+        return (
+            "noise model: independent Gaussian measurement noise per coordinate, constant in time, "
+            f"{noise.get('controls', 'exact controls')}; standard deviations ({noise['source']}): {_stds(noise)}"
+        )
     return (
-        "noise model: independent Gaussian measurement noise per coordinate, constant in time, "
-        f"{noise.get('controls', 'exact controls')}; standard deviations ({noise['source']}): {stds}"
+        "noise model: independent Gaussian measurement noise per coordinate and recording, constant in time, "
+        f"{noise.get('controls', 'exact controls')}; standard deviations ({noise['source']}) per recording:"
     )
+
+
+def recording_line(recording: dict) -> str:
+    """One line on one of several recordings: its file, length, segments and noise standard deviations."""
+    return (
+        f"  {recording['file']}: {recording['seconds']:.4g} s, {recording['samples']} samples, "
+        f"{recording['segments']} segments; {_stds(recording['noise'])}"
+    )
+
+
+def _stds(noise: dict) -> str:
+    return ", ".join(f"{name} [{', '.join(f'{s:.3g}' for s in noise[name])}]" for name in ("qpos", "qvel"))
 
 
 def least_identifiable_pair(report: dict) -> tuple[str, ...]:
