@@ -174,6 +174,8 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
         tables, plots = [], []
         if results["survey"]:
             tables.append(f"Every task surveyed:\n\n{survey.survey_table(results['survey'])}")
+        if results["learning"]:
+            tables.append(f"SHAC against PPO on every task:\n\n{survey.comparison_table(results['learning'])}")
         for name, learned in results["learning"].items():
             folder = out / name.removeprefix("playground/")
             folder.mkdir(parents=True, exist_ok=True)

@@ -164,7 +164,7 @@ def main(argv: list[str]) -> None:
     from shac.sysid.fit import Problem, fit
     from shac.sysid.parameters import Bounds, parse_assignments
     from shac.sysid.recording import Trajectory
-    from shac.sysid.report import analyze, plot_landscape, summary_lines
+    from shac.sysid.report import analyze, plot_landscape, recorded_motion, summary_lines
 
     try:
         env = envs.make(args.env)
@@ -201,8 +201,14 @@ def main(argv: list[str]) -> None:
         print(f"  step {step:3d}  loss {loss:.6g}  [{estimate}]", flush=True)
 
     result = fit(problem, steps=args.steps, method=args.method, on_step=progress)
+    motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)
     report = analyze(
-        tuple(args.params), result.values, result.information, result.converged, units=problem.report_units()
+        tuple(args.params),
+        result.values,
+        result.information,
+        result.converged,
+        units=problem.report_units(),
+        motion=motion,
     )
     cost = {args.method: result.seconds_per_jacobian}
     if args.compare_cost:

@@ -275,3 +275,22 @@ def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
     assert merged["survey"] == [{"task": "A"}]
     assert list(merged["learning"]) == ["playground/A", "playground/B"]
     assert new["learning"] == {}  # the new part is not changed in place
+
+
+def test_the_playground_comparison_reads_each_method_at_equal_steps_and_equal_time():
+    from shac.tools.benchmarks.playground import comparison_table
+
+    def run(method, records):
+        return {
+            "method": method,
+            "seed": 0,
+            "records": [{"env_steps": s, "wall_time_s": t, "eval_return": r} for s, t, r in records],
+        }
+
+    shac = run("shac", [(0, 0, 1.0), (100, 10, 5.0), (200, 20, 9.0), (300, 30, 12.0)])
+    ppo = run("ppo", [(0, 0, 0.0), (250, 25, 4.0)])
+    other_seed = {**run("ppo", [(0, 0, 0.0), (900, 90, 99.0)]), "seed": 1}
+    learning = {"playground/A": {"config": {"seed": 0}, "runs": [shac, ppo, other_seed]}}
+    row = comparison_table(learning).splitlines()[2]
+    # S = min(300, 250) = 250: SHAC's last evaluation at or before it is at 200 steps; T = min(30, 25) = 25 s
+    assert row == "| A | 12.0 (300) | 4.0 (250) | 250 | 9.0 | 4.0 | 25 s | 9.0 | 4.0 |"

@@ -4,6 +4,7 @@ import copy
 import functools
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +18,12 @@ from mujoco import mjx
 
 import envs
 from envs.physics.parameters import ModelParameter
+from launch import cli
+from launch.record_trajectory import RecordArgs, controls, simulate, start_state
 from shac.sysid import coverage
 from shac.sysid.fit import Problem, fit
 from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
-from shac.sysid.report import analyze, summary_lines
+from shac.sysid.report import analyze, recorded_motion, summary_lines
 from shac.sysid.signals import DELAY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -302,10 +305,17 @@ def fit_and_analyze(problem):
 def test_low_speed_data_is_flagged_as_unable_to_separate_damping_and_friction():
     problem = friction_problem([0.5, 0.3], [0.3, 0.5])
     assert np.abs(problem.trajectory.qvel).max() < 0.5  # slow: a fraction of a rad/s
-    _, report = fit_and_analyze(problem)
+    result, report = fit_and_analyze(problem)
     assert len(report["flags"]) == 1
     flag = report["flags"][0]
     assert DAMPING in flag and FRICTION in flag and "cannot separate" in flag
+    # with what the joint did, the advice asks for the missing fast motion
+    motion = recorded_motion(PENDULUM.mj_model, (DAMPING, FRICTION), problem.trajectory, "pendulum_swingup")
+    advice = analyze((DAMPING, FRICTION), result.values, result.information, motion=motion)["advice"][0]
+    low, high = advice["speeds"]["recorded"]
+    assert advice["rule"] == "damping+frictionloss" and advice["joint"] == "hinge" and high < 0.5
+    assert f"record joint hinge at speeds well above the current {low:.2g}-{high:.2g} rad/s" in advice["text"]
+    assert advice["speeds"]["advised"][0] > 2 * high
 
 
 def test_rich_motion_identifies_damping_and_friction_within_their_intervals():
@@ -642,10 +652,16 @@ def test_bad_recordings_among_several_fail_in_one_line_naming_the_recording(chan
         Problem(PENDULUM.mj_model, [DAMPING], change(data, data), names=names)
 
 
+@functools.cache
+def spin_alone():
+    """The fit of damping and friction to `spin_recording` alone (66 finite-difference steps; shared by two tests)."""
+    return friction_fit(spin_recording(), steps=100)
+
+
 def test_a_slower_recording_separates_the_friction_that_fast_spinning_confounds():
     # spinning at 14-18 rad/s, damping 0.1 x speed and friction 0.2 brake alike: the pair is a long valley
     spin, rich = spin_recording(), friction_recording([1.0, 0.6, 0.4], [1.5, 3.7, 6.1], 0.002, 0.02, seed=0)
-    _, alone, alone_report = friction_fit(spin, steps=100)
+    _, alone, alone_report = spin_alone()
     assert alone.converged and len(alone_report["flags"]) == 1
     assert DAMPING in alone_report["flags"][0] and "cannot separate" in alone_report["flags"][0]
     assert abs(correlation(alone.information)) > 0.99 and alone_report["condition_number"] > 1e4
@@ -657,6 +673,109 @@ def test_a_slower_recording_separates_the_friction_that_fast_spinning_confounds(
     for key, truth in FRICTION_TRUTH.items():
         low, high = joint_report["parameters"][key]["ci95"]
         assert low <= truth <= high
+
+
+def test_the_advice_on_fast_spinning_records_slow_sweeps_that_resolve_the_pair():
+    spin = spin_recording()
+    _, alone, alone_report = spin_alone()
+    motion = recorded_motion(PENDULUM.mj_model, (DAMPING, FRICTION), spin, "pendulum_swingup")
+    report = analyze((DAMPING, FRICTION), alone.values, alone.information, alone.converged, motion=motion)
+    # the flag names the hinge and speeds well below the 14-17 rad/s it spun at
+    (flag,), (advice,) = report["flags"], report["advice"]
+    assert (
+        "record joint hinge at speeds well below the current 14-17 rad/s (e.g. slow sweeps around 0.1-1 rad/s)" in flag
+    )
+    assert (
+        advice["rule"] == "damping+frictionloss" and advice["joint"] == "hinge" and flag.endswith(advice["text"] + ".")
+    )
+    recorded, advised = advice["speeds"]["recorded"], advice["speeds"]["advised"]
+    assert advised[1] <= recorded[0] / 10
+    # ... and the record_trajectory command that records them, printed under the flag
+    assert advice["command"] == (
+        "python launch/record_trajectory.py env=pendulum_swingup out=speeds_hinge.npz excitation=sweep "
+        '"sweep_hz=[0.05,0.5]" sweep_amplitude=0.5 "actuators=[torque]" seconds=20 dt=0.05 "qvel0=[0]"'
+    )
+    report |= {"converged": True, "stalled": False, "steps": 66, "step_length": 0.06, "noise": {"source": "given"}}
+    report["noise"] |= {"qpos": [0.002], "qvel": [0.02]}
+    lines = summary_lines(report)
+    assert lines[lines.index(f"FLAG: {flag}") + 1] == f"  record it: {advice['command']}"
+    # that command (the simulated system's true values and noise added), run as record_trajectory runs it
+    argv = shlex.split(advice["command"])
+    assert argv[:2] == ["python", "launch/record_trajectory.py"]
+    argv += [f"true_params=[{DAMPING}=0.1,{FRICTION}=0.2]", "qpos_noise=0.002", "qvel_noise=0.02"]
+    slow, _, _ = simulate(cli.parse(RecordArgs, argv[2:], "usage"), PENDULUM)
+    assert np.percentile(np.abs(slow.qvel), 95) < recorded[0] / 10  # well below the spinning speeds
+    # as a second recording it resolves the pair
+    _, joint, joint_report = friction_fit([spin, slow])
+    assert joint.converged and joint_report["flags"] == []
+    assert joint_report["condition_number"] < alone_report["condition_number"] / 10
+    for key, truth in FRICTION_TRUTH.items():
+        low, high = joint_report["parameters"][key]["ci95"]
+        assert low <= truth <= high
+
+
+def weak_pair(keys, values=(1.0, 1.0)):
+    """An information matrix (relative units) whose weakest direction, (1, -1) / sqrt 2 with a standard deviation
+    of 100%, holds `keys` alike, the other direction pinned down to 0.1%."""
+    weak, strong = np.array([1.0, -1.0]) / np.sqrt(2), np.array([1.0, 1.0]) / np.sqrt(2)
+    fisher = np.outer(weak, weak) + 1e6 * np.outer(strong, strong)
+    scale = np.asarray(values)
+    return fisher / scale[:, None] / scale[None, :]
+
+
+@functools.cache
+def arm_recording():
+    """3 s of random servo targets and torques on the ARM model (a position servo, a motor and a velocity servo
+    on its hinge), from rest."""
+    ctrl = 0.5 * random_excitation(3.0, 0.02, ARM.nu, np.random.default_rng(0), max_hz=2.0)
+    return record(ARM, ctrl, np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), np.zeros(ARM.nv), 0.02)
+
+
+@pytest.mark.parametrize(
+    ("model_name", "keys", "rule", "phrase"),
+    [
+        (
+            "pendulum",
+            ("joint:hinge:armature", DAMPING),
+            "armature+damping",
+            "vary the acceleration: record joint hinge",
+        ),
+        ("pendulum", ("body:pole:mass", DAMPING), "damping+mass", "vary the frequency: sweep joint hinge from about"),
+        ("pendulum", ("actuator:torque:gear", DAMPING), "damping+gear", "vary the frequency: sweep joint hinge"),
+        ("pendulum", ("actuator:torque:gear", "actuator:torque:gain"), "gain+gear", "no excitation separates them"),
+        ("pendulum", ("geom:bob:friction", DAMPING), "generic", "add faster and larger motions"),
+        ("still", (DAMPING, FRICTION), "excite joint", "excite joint hinge: it moved only 0.00"),
+        ("arm", ("actuator:servo:kp", "joint:hinge:stiffness"), "kp+stiffness", "vary the target of actuator servo"),
+        ("arm", ("actuator:servo:kp", "joint:hinge:damping"), "damping+kp", "vary the frequency: sweep joint hinge"),
+        ("arm", ("actuator:servo:kv", "joint:hinge:damping"), "damping+kv", "no excitation separates them"),
+    ],
+)
+def test_advice_follows_the_physics_of_the_pair_and_record_trajectory_accepts_its_command(
+    model_name, keys, rule, phrase
+):
+    if model_name == "arm":
+        model, data = ARM, arm_recording()
+    else:
+        amplitudes = [0.01] if model_name == "still" else [1.0, 0.6]  # "still": the hinge barely moves
+        model, data = PENDULUM.mj_model, recording(PENDULUM.mj_model, 5.0, amplitudes, [1.5, 3.7][: len(amplitudes)],
+                                                   0.0, 0.0)  # fmt: skip
+    motion = recorded_motion(model, keys, data, "pendulum_swingup")
+    report = analyze(keys, np.ones(2), weak_pair(keys), motion=motion)
+    (flag,), (advice,) = report["flags"], report["advice"]
+    assert advice["rule"] == rule and phrase in advice["text"] and flag.endswith(advice["text"] + ".")
+    if rule in ("generic", "gain+gear", "damping+kv"):
+        assert advice["command"] is None
+        return
+    assert advice["joint"] == "hinge"
+    args = cli.parse(RecordArgs, shlex.split(advice["command"])[2:], "usage")
+    assert args.excitation == "sweep" and 0 < args.sweep_hz[0] <= args.sweep_hz[1] <= 0.25 / data.dt + 1e-9
+    ctrl = controls(args, model, args.dt, np.random.default_rng(0))
+    assert ctrl.shape == (round(args.seconds / args.dt) + 1, model.nu) and np.abs(ctrl).max() > 0
+    excited = [i for i in range(model.nu) if np.abs(ctrl[:, i]).max() > 0]
+    assert [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) for i in excited] == motion["joints"]["hinge"][
+        "actuators"
+    ]
+    start_state(args, model, np.zeros(model.nq), np.zeros(model.nv))
 
 
 def test_sysid_cli_fits_two_recordings(tmp_path):

@@ -15,7 +15,9 @@ column map (`shac.sysid.columns`) into the same arrays.
 `ValueError` line naming the array, the rows or the sizes, before any fitting.
 `record` makes synthetic recordings with MuJoCo's C simulator (float64) and
 Gaussian measurement noise, optionally with a control delay, for trying and
-testing system identification.
+testing system identification; `multisine`, `sweep` (a slow or fast chirp, as
+the identifiability report's advice asks for) and `random_excitation` make its
+controls.
 """
 
 from __future__ import annotations
@@ -230,17 +232,44 @@ def simulate_mujoco(
     return states[..., 1 : 1 + model.nq], states[..., 1 + model.nq : 1 + model.nq + model.nv]
 
 
-def multisine(seconds: float, dt: float, amplitudes: list[float], frequencies: list[float]) -> np.ndarray:
-    """An excitation signal float [T, 1] (T = seconds / dt + 1), clipped to [-1, 1]; frequencies in rad/s."""
+def multisine(
+    seconds: float, dt: float, amplitudes: list[float], frequencies: list[float], offset: float = 0.0
+) -> np.ndarray:
+    """An excitation signal float [T, 1] (T = seconds / dt + 1): `offset` plus a sum of sines (frequencies in
+    rad/s, sine i with phase i), clipped to [-1, 1]."""
     t = np.arange(round(seconds / dt) + 1) * dt
     signal = sum(a * np.sin(f * t + i) for i, (a, f) in enumerate(zip(amplitudes, frequencies, strict=True)))
-    return np.clip(signal, -1.0, 1.0)[:, None]
+    return np.clip(offset + signal, -1.0, 1.0)[:, None]
+
+
+def sweep(
+    seconds: float, dt: float, amplitude: float, start_hz: float, end_hz: float, offset: float = 0.0
+) -> np.ndarray:
+    """A logarithmic sine sweep (chirp) float [T, 1] (T = seconds / dt + 1), clipped to [-1, 1].
+
+    `offset + amplitude * sin(phase(t))`, the frequency rising (or falling)
+    exponentially from `start_hz` at t = 0 to `end_hz` at t = `seconds`, so that
+    every octave gets the same time; equal frequencies give a plain sine.
+    A slow sweep moves a joint slowly (speed ~ 2 pi f x its amplitude) through
+    zero speed at every reversal; a fast one moves it with large accelerations.
+    """
+    t = np.arange(round(seconds / dt) + 1) * dt
+    rate = np.log(end_hz / start_hz) / seconds
+    # phase(t) = 2 pi * integral of start_hz * exp(rate t) dt; a plain sine when the frequencies are equal
+    phase = 2 * np.pi * start_hz * (np.expm1(rate * t) / rate if abs(rate) > 1e-12 else t)
+    return np.clip(offset + amplitude * np.sin(phase), -1.0, 1.0)[:, None]
 
 
 def random_excitation(
-    seconds: float, dt: float, nu: int, rng: np.random.Generator, max_hz: float = 1.0, components: int = 8
+    seconds: float,
+    dt: float,
+    nu: int,
+    rng: np.random.Generator,
+    max_hz: float = 1.0,
+    components: int = 8,
+    offset: float = 0.0,
 ) -> np.ndarray:
-    """Smooth random controls float [T, nu]: per actuator a sum of `components` sines.
+    """Smooth random controls float [T, nu]: per actuator `offset` plus a sum of `components` sines.
 
     Frequencies are uniform in (0.05, max_hz) Hz with random phases and
     amplitudes, scaled to a standard deviation of about 0.6 and clipped to
@@ -253,7 +282,7 @@ def random_excitation(
     amplitudes = rng.uniform(0.5, 1.0, size=(components, nu))
     signal = (amplitudes[None] * np.sin(frequencies[None] * t[:, None, None] + phases[None])).sum(axis=1)
     signal *= 0.6 / np.sqrt(0.5 * (amplitudes**2).sum(axis=0))[None]
-    return np.clip(signal, -1.0, 1.0)
+    return np.clip(offset + signal, -1.0, 1.0)
 
 
 def record(

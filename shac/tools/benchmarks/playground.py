@@ -183,3 +183,41 @@ def extend_results(earlier: list[dict], results: dict) -> dict:
     merged["survey"] = [entry for run in [*earlier, results] for entry in run["survey"]]
     merged["learning"] = {task: run for part in [*earlier, results] for task, run in part["learning"].items()}
     return merged
+
+
+def _return_by(records: list[dict], key: str, limit: float) -> float:
+    """The return of the last record of one run whose `key` (wall_time_s or env_steps) is at most `limit`."""
+    return [r for r in records if r[key] <= limit][-1]["eval_return"]
+
+
+def comparison_table(learning: dict, methods: tuple[str, ...] = ("shac", "ppo")) -> str:
+    """Each task's return at equal env steps and at equal training wall-clock, SHAC against PPO.
+
+    Per task and seed 0's runs: S is the smaller of the two runs' final env-step counts and T the
+    smaller of their final training times; each method's return is that of its last evaluation
+    at or before S (or T). `learning` maps a task to its learning results.
+    """
+    first, second = methods
+    header = [
+        "task",
+        *[f"{m} final (steps)" for m in methods],
+        "equal steps S",
+        *[f"{m} at S" for m in methods],
+        "equal time T",
+        *[f"{m} at T" for m in methods],
+    ]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task, results in learning.items():
+        seed = results["config"]["seed"]
+        runs = {r["method"]: r["records"] for r in results["runs"] if r["seed"] == seed}
+        if not all(m in runs for m in methods):
+            continue
+        a, b = runs[first], runs[second]
+        steps = min(a[-1]["env_steps"], b[-1]["env_steps"])
+        time = min(a[-1]["wall_time_s"], b[-1]["wall_time_s"])
+        cells = [task.removeprefix("playground/")]
+        cells += [f"{r[-1]['eval_return']:.1f} ({r[-1]['env_steps']:,})" for r in (a, b)]
+        cells += [f"{steps:,}", *[f"{_return_by(r, 'env_steps', steps):.1f}" for r in (a, b)]]
+        cells += [f"{time:.0f} s", *[f"{_return_by(r, 'wall_time_s', time):.1f}" for r in (a, b)]]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
