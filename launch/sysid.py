@@ -22,8 +22,9 @@ A robot's own CSV log reads through a column map and its units (shac/sysid/colum
 
 Writes <out>/sysid.json (convergence, estimates, standard errors, confidence
 intervals, the noise model, each recording with its noise estimate, Fisher
-eigen-directions, flags, fit history, Jacobian cost of autodiff versus finite
-differences), <out>/landscape.png and
+eigen-directions, flags with their advice (the excitation that would resolve each,
+with the launch/record_trajectory.py command that records it: shac/sysid/report.py), what each
+joint did in the recordings, fit history, Jacobian cost of autodiff versus finite differences), <out>/landscape.png and
 <out>/identified.xml (the env's MJCF with the fitted and the given values in
 place, the control delay in a comment at its top: shac/sysid/mjcf.py; if MJCF
 cannot express a value, one line says so and no file is written), and prints a

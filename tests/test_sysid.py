@@ -695,8 +695,8 @@ def test_the_advice_on_fast_spinning_records_slow_sweeps_that_resolve_the_pair()
         "python launch/record_trajectory.py env=pendulum_swingup out=speeds_hinge.npz excitation=sweep "
         '"sweep_hz=[0.05,0.5]" sweep_amplitude=0.5 "actuators=[torque]" seconds=20 dt=0.05 "qvel0=[0]"'
     )
-    report |= {"converged": True, "stalled": False, "steps": 66, "step_length": 0.06, "noise": {"source": "given"}}
-    report["noise"] |= {"qpos": [0.002], "qvel": [0.02]}
+    report |= {"converged": True, "stalled": False, "steps": 66, "step_length": 0.06}
+    report["noise"] = {"source": "given", "qpos": [0.002], "qvel": [0.02]}
     lines = summary_lines(report)
     assert lines[lines.index(f"FLAG: {flag}") + 1] == f"  record it: {advice['command']}"
     # that command (the simulated system's true values and noise added), run as record_trajectory runs it
@@ -705,22 +705,23 @@ def test_the_advice_on_fast_spinning_records_slow_sweeps_that_resolve_the_pair()
     argv += [f"true_params=[{DAMPING}=0.1,{FRICTION}=0.2]", "qpos_noise=0.002", "qvel_noise=0.02"]
     slow, _, _ = simulate(cli.parse(RecordArgs, argv[2:], "usage"), PENDULUM)
     assert np.percentile(np.abs(slow.qvel), 95) < recorded[0] / 10  # well below the spinning speeds
-    # as a second recording it resolves the pair
+    # as a second recording it resolves the pair. (Finite differences of the C simulator stop here by the stall
+    # rule, 1-2 standard errors from the end: its cost is rugged at their scale while the joint sticks at each
+    # slow reversal; autodiff, which launch/sysid.py uses, converges in 25 steps, docs/sysid.md.)
     _, joint, joint_report = friction_fit([spin, slow])
-    assert joint.converged and joint_report["flags"] == []
+    assert (joint.converged or joint.stalled) and joint_report["flags"] == []
     assert joint_report["condition_number"] < alone_report["condition_number"] / 10
     for key, truth in FRICTION_TRUTH.items():
-        low, high = joint_report["parameters"][key]["ci95"]
-        assert low <= truth <= high
+        entry = joint_report["parameters"][key]
+        assert entry["estimate"] == pytest.approx(truth, rel=0.01) and entry["relative_std"] < 0.01
+        assert entry["ci95"][0] <= truth <= entry["ci95"][1]
 
 
-def weak_pair(keys, values=(1.0, 1.0)):
-    """An information matrix (relative units) whose weakest direction, (1, -1) / sqrt 2 with a standard deviation
-    of 100%, holds `keys` alike, the other direction pinned down to 0.1%."""
+def weak_pair():
+    """The information about two parameters of value 1 whose weakest direction, (1, -1) / sqrt 2 with a standard
+    deviation of 100%, holds both alike, the other direction pinned down to 0.1%."""
     weak, strong = np.array([1.0, -1.0]) / np.sqrt(2), np.array([1.0, 1.0]) / np.sqrt(2)
-    fisher = np.outer(weak, weak) + 1e6 * np.outer(strong, strong)
-    scale = np.asarray(values)
-    return fisher / scale[:, None] / scale[None, :]
+    return np.outer(weak, weak) + 1e6 * np.outer(strong, strong)
 
 
 @functools.cache
@@ -744,7 +745,7 @@ def arm_recording():
         ("pendulum", ("actuator:torque:gear", DAMPING), "damping+gear", "vary the frequency: sweep joint hinge"),
         ("pendulum", ("actuator:torque:gear", "actuator:torque:gain"), "gain+gear", "no excitation separates them"),
         ("pendulum", ("geom:bob:friction", DAMPING), "generic", "add faster and larger motions"),
-        ("still", (DAMPING, FRICTION), "excite joint", "excite joint hinge: it moved only 0.00"),
+        ("still", (DAMPING, FRICTION), "excite joint", "excite joint hinge: it moved only 0.01"),
         ("arm", ("actuator:servo:kp", "joint:hinge:stiffness"), "kp+stiffness", "vary the target of actuator servo"),
         ("arm", ("actuator:servo:kp", "joint:hinge:damping"), "damping+kp", "vary the frequency: sweep joint hinge"),
         ("arm", ("actuator:servo:kv", "joint:hinge:damping"), "damping+kv", "no excitation separates them"),
@@ -760,7 +761,7 @@ def test_advice_follows_the_physics_of_the_pair_and_record_trajectory_accepts_it
         model, data = PENDULUM.mj_model, recording(PENDULUM.mj_model, 5.0, amplitudes, [1.5, 3.7][: len(amplitudes)],
                                                    0.0, 0.0)  # fmt: skip
     motion = recorded_motion(model, keys, data, "pendulum_swingup")
-    report = analyze(keys, np.ones(2), weak_pair(keys), motion=motion)
+    report = analyze(keys, np.ones(2), weak_pair(), motion=motion)
     (flag,), (advice,) = report["flags"], report["advice"]
     assert advice["rule"] == rule and phrase in advice["text"] and flag.endswith(advice["text"] + ".")
     if rule in ("generic", "gain+gear", "damping+kv"):

@@ -1,9 +1,14 @@
 """Trajectory files, the one-line checks of bad data, gaps in time, and synthetic recordings."""
 
+import re
+
+import mujoco
 import numpy as np
 import pytest
 
-from shac.sysid.recording import Trajectory, multisine, random_excitation, record
+from launch import cli
+from launch.record_trajectory import RecordArgs, controls, start_state
+from shac.sysid.recording import Trajectory, multisine, random_excitation, record, sweep
 
 PENDULUM_SIZES = {"nq": 1, "nv": 1, "nu": 1}
 
@@ -143,3 +148,78 @@ def test_a_recorded_delay_shifts_the_commands_and_records_them_as_sent():
     np.testing.assert_allclose(half.qvel[1:, 0], velocity[1::2], atol=1e-12)
     with pytest.raises(ValueError, match=r"^true delay signal:ctrl:delay=-0.01 s must be >= 0"):
         record(model, ctrl, np.zeros(1), np.zeros(1), dt=0.02, delay=-0.01)
+
+
+def test_a_sweep_passes_from_its_start_to_its_end_frequency_exponentially():
+    # 0.05 to 0.5 Hz over 20 s: a tenfold rise, the frequency at t is 0.05 * 10 ** (t / 20) Hz
+    signal = sweep(20.0, 0.01, 0.5, 0.05, 0.5)[:, 0]
+    assert signal.shape == (2001,) and np.abs(signal).max() == pytest.approx(0.5, abs=1e-3)
+    t = np.arange(2001) * 0.01
+    crossings = t[1:][np.diff(np.sign(signal)) != 0]  # every half period
+    middles, halves = (crossings[1:] + crossings[:-1]) / 2, np.diff(crossings)
+    np.testing.assert_allclose(1 / (2 * halves), 0.05 * 10 ** (middles / 20), rtol=0.05)
+    # equal frequencies: a plain sine; an offset shifts it before the clip to [-1, 1]
+    np.testing.assert_allclose(sweep(2.0, 0.01, 0.3, 1.0, 1.0)[:, 0], 0.3 * np.sin(2 * np.pi * t[:201]), atol=1e-12)
+    pushed = sweep(10.0, 0.01, 1.0, 0.5, 0.5, offset=0.5)
+    assert pushed.max() == 1.0 and pushed.min() == pytest.approx(-0.5, abs=1e-3)
+
+
+# a slide pushed by `push` and a hinge turned by `twist`
+TWO = mujoco.MjModel.from_xml_string("""
+<mujoco><option timestep="0.01"/><worldbody>
+  <body><joint name="x" type="slide" axis="1 0 0"/><geom type="sphere" size="0.1" mass="1"/></body>
+  <body pos="1 0 0"><joint name="turn" axis="0 0 1"/><geom type="box" size="0.3 0.05 0.05" mass="1"/></body>
+</worldbody><actuator><motor name="push" joint="x"/><motor name="twist" joint="turn"/></actuator></mujoco>
+""")
+
+
+def record_args(*argv):
+    return cli.parse(RecordArgs, ["env=none", "out=none.npz", *argv], "usage")
+
+
+def test_record_trajectory_options_excite_chosen_actuators_from_a_chosen_state():
+    rng = np.random.default_rng(0)
+    args = record_args("excitation=sweep", "sweep_hz=[0.1,1]", "sweep_amplitude=0.4", "actuators=[twist]", "seconds=5")
+    ctrl = controls(args, TWO, 0.02, rng)
+    assert ctrl.shape == (251, 2) and not ctrl[:, 0].any()
+    np.testing.assert_array_equal(ctrl[:, 1], sweep(5.0, 0.02, 0.4, 0.1, 1.0)[:, 0])
+    # a steady push with a small multisine on it, on every actuator
+    steady = controls(record_args("offset=0.9", "amplitudes=[0.1]", "frequencies=[1.3]", "seconds=5"), TWO, 0.02, rng)
+    np.testing.assert_array_equal(steady, np.repeat(multisine(5.0, 0.02, [0.1], [1.3], 0.9), 2, axis=1))
+    assert steady.min() >= 0.8 - 1e-12
+    reset = (np.array([0.1, 0.2]), np.array([0.3, 0.4]))
+    qpos0, qvel0 = start_state(record_args("qvel0=[0,0]"), TWO, *reset)
+    np.testing.assert_array_equal(qpos0, reset[0])
+    np.testing.assert_array_equal(qvel0, [0.0, 0.0])
+    qpos0, _ = start_state(record_args("qpos0=[1,3.14]"), TWO, *reset)
+    np.testing.assert_array_equal(qpos0, [1.0, 3.14])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["excitation=chirp"], "unknown excitation 'chirp'; available: multisine, sweep, random"),
+        (["amplitudes=[0.5]", "frequencies=[1,2]"], "amplitudes (1) and frequencies (2) differ in length"),
+        (
+            ["excitation=sweep", "sweep_hz=[0.05]"],
+            "sweep_hz must be [start,end], two frequencies in Hz > 0 and at most 25 Hz (half the sampling rate of "
+            "dt=0.02 s); got [0.05]",
+        ),
+        (["excitation=sweep", "sweep_hz=[0,1]"], "sweep_hz must be [start,end], two frequencies in Hz > 0"),
+        (["excitation=sweep", "sweep_hz=[1,30]"], "and at most 25 Hz (half the sampling rate of dt=0.02 s); got [1.0"),
+        (
+            ["excitation=sweep", "sweep_amplitude=2"],
+            "sweep_amplitude must be in (0, 1] (controls are clipped to [-1, 1]); got 2.0",
+        ),
+        (["offset=-1.5"], "offset must be within [-1, 1] (controls are clipped to [-1, 1]); got -1.5"),
+        (["actuators=[pull]"], "actuators names 'pull', not an actuator of the model; its actuators: push, twist"),
+        (["qpos0=[0]"], "qpos0 has 1 values but the model has nq=2"),
+        (["qvel0=[0,nan]"], "qvel0 has a non-finite value: [0.0, nan]"),
+    ],
+)
+def test_bad_record_trajectory_options_fail_in_one_line(argv, message):
+    args = record_args(*argv)
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        controls(args, TWO, 0.02, np.random.default_rng(0))
+        start_state(args, TWO, np.zeros(2), np.zeros(2))
+    assert "\n" not in str(error.value)

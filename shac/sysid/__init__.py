@@ -11,8 +11,8 @@
 - `noise`: the measurement noise model and its estimates.
 - `least_squares`: Levenberg-Marquardt with an arrow-structured normal matrix.
 - `fit`: the multiple-shooting problem (segments, residuals, Jacobians) and the fit.
-- `report`: what the data determines (information-matrix analysis, flags, summary lines,
-  loss-landscape figure).
+- `report`: what the data determines (information-matrix analysis, flags, the advice on the
+  excitation that would resolve each, summary lines, loss-landscape figure).
 - `coverage`: the benchmark of how often the 95% intervals hold the truth.
 - `mjcf`: the identified model written back as MJCF (`identified.xml`).
 

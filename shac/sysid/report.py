@@ -9,6 +9,12 @@ the combinations of parameters the data pins down (large eigenvalues) or
 leaves free (small ones), which are flagged in plain language. A parameter
 that may be 0 (the control delay) is taken in a fixed unit instead (the sample
 spacing), its interval is cut at 0, and it is printed in milliseconds.
+
+Each flag ends with advice: the excitation that would resolve it, derived from
+the physics of the two parameters with the largest components in the flagged
+direction (`ADVICE_RULES`, by attribute pair) and from what their joint did in
+the recordings (`recorded_motion`: speed and position range, dominant
+frequency), with the `launch/record_trajectory.py` command that records it.
 """
 
 from __future__ import annotations
@@ -207,8 +213,8 @@ def recorded_motion(
     trajectories = [trajectories] if isinstance(trajectories, Trajectory) else list(trajectories)
     joint_types = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge", int(mujoco.mjtJoint.mjJNT_SLIDE): "slide"}
 
-    def name(kind, i):
-        return mujoco.mj_id2name(model, kind, i) or f"{kind.name.removeprefix('mjOBJ_').lower()}{i}"
+    def spread(values: list[np.ndarray]) -> list[float]:
+        return np.percentile(np.concatenate(values), PERCENTILES).tolist()
 
     actuators = {}
     for a in range(model.nu):
@@ -219,12 +225,11 @@ def recorded_motion(
             and int(model.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_AFFINE)
             and bias[1] == -gain
         )
-        command = np.concatenate([t.ctrl[:, a] for t in trajectories])
-        actuators[name(mujoco.mjtObj.mjOBJ_ACTUATOR, a)] = {
-            "joint": name(mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[a, 0]) if driven else None,
+        actuators[_name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, a)] = {
+            "joint": _name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[a, 0]) if driven else None,
             "gear": float(model.actuator_gear[a, 0]),
             "position_servo": bool(servo),
-            "ctrl": np.percentile(command, PERCENTILES).tolist(),
+            "ctrl": spread([t.ctrl[:, a] for t in trajectories]),
         }
     joints = {}
     for j in range(model.njnt):
@@ -232,17 +237,15 @@ def recorded_motion(
         if kind is None:
             continue
         dof, address = int(model.jnt_dofadr[j]), int(model.jnt_qposadr[j])
-        joint = name(mujoco.mjtObj.mjOBJ_JOINT, j)
+        joint = _name(model, mujoco.mjtObj.mjOBJ_JOINT, j)
         joints[joint] = {
             "type": kind,
             "unit": UNITS[kind][0],
-            "speed": np.percentile(np.concatenate([np.abs(t.qvel[:, dof]) for t in trajectories]), PERCENTILES),
-            "position": np.percentile(np.concatenate([t.qpos[:, address] for t in trajectories]), PERCENTILES),
+            "speed": spread([np.abs(t.qvel[:, dof]) for t in trajectories]),
+            "position": spread([t.qpos[:, address] for t in trajectories]),
             "dominant_hz": _dominant_hz(trajectories, dof),
             "actuators": [a for a, entry in actuators.items() if entry["joint"] == joint],
         }
-        joints[joint]["speed"] = joints[joint]["speed"].tolist()
-        joints[joint]["position"] = joints[joint]["position"].tolist()
     return {
         "env": env,
         "dt": float(trajectories[0].dt),
@@ -270,23 +273,29 @@ def _dominant_hz(trajectories: list[Trajectory], dof: int) -> float:
     return best_hz
 
 
+def _name(model: mujoco.MjModel, kind: mujoco.mjtObj, i: int) -> str:
+    """The name of element `i` of `kind`, or e.g. `joint3` for an unnamed one."""
+    return mujoco.mj_id2name(model, kind, int(i)) or f"{kind.name.removeprefix('mjOBJ_').lower()}{i}"
+
+
 def _parameter_joints(model: mujoco.MjModel, key: str) -> list[str]:
     """The names of the joints a parameter acts on, its own first (see `recorded_motion`)."""
     element, name, _ = key.split(":")
-    joint_name = lambda j: mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"  # noqa: E731
     if element == "joint":
         return [name]
     if element == "actuator":
         a = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, name)
         driven = int(model.actuator_trntype[a]) in JOINT_TRANSMISSIONS
-        return [joint_name(model.actuator_trnid[a, 0])] if driven else []
+        return [_name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[a, 0])] if driven else []
     if element in ("body", "geom"):
         kind = mujoco.mjtObj.mjOBJ_BODY if element == "body" else mujoco.mjtObj.mjOBJ_GEOM
         i = mujoco.mj_name2id(model, kind, name)
         body = i if element == "body" else int(model.geom_bodyid[i])
         joints = []
         while body > 0:
-            joints += [joint_name(j) for j in range(model.njnt) if model.jnt_bodyid[j] == body]
+            joints += [
+                _name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(model.njnt) if model.jnt_bodyid[j] == body
+            ]
             body = int(model.body_parentid[body])
         return joints
     return []
@@ -378,7 +387,7 @@ def _vary_frequency(why: str, joint: str, motion: dict) -> dict:
     return {"text": text, "record": record, "dominant_hz": f}
 
 
-def _vary_target(why: str, joint: str, motion: dict) -> dict:
+def _vary_target(why: str, joint: str, motion: dict) -> dict | None:
     """A servo's kp against a joint spring: move the target over a wider range, slowly enough to settle."""
     entry = motion["joints"][joint]
     servos = [a for a in entry["actuators"] if motion["actuators"][a]["position_servo"]]
@@ -513,7 +522,8 @@ def _command(record: dict | None, motion: dict, rule: str, joint: str) -> str | 
 
 
 def summary_lines(report: dict) -> list[str]:
-    """The printed summary: convergence first, one line per parameter, the noise model, then the flags.
+    """The printed summary: convergence first, one line per parameter, the noise model, then the flags, each
+    followed by the command that records its advice's excitation (`  record it: ...`) where there is one.
 
     Args:
         report: `analyze`'s dict with the fit's `converged`, `stalled`, `steps`,
@@ -551,11 +561,11 @@ def summary_lines(report: dict) -> list[str]:
     if len(recordings) > 1:
         lines.extend(recording_line(recording) for recording in recordings)
     lines.append(f"condition number {report['condition_number']:.3g}")
-    for i, flag in enumerate(report["flags"]):
+    advice = report.get("advice") or [{"command": None}] * len(report["flags"])
+    for flag, entry in zip(report["flags"], advice, strict=True):
         lines.append(f"FLAG: {flag}")
-        command = report.get("advice", [])[i]["command"] if i < len(report.get("advice", [])) else None
-        if command:
-            lines.append(f"  record it: {command}")
+        if entry["command"]:
+            lines.append(f"  record it: {entry['command']}")
     if not report["flags"]:
         lines.append("every direction is resolved")
     return lines
