@@ -290,7 +290,15 @@ def test_the_playground_comparison_reads_each_method_at_equal_steps_and_equal_ti
     shac = run("shac", [(0, 0, 1.0), (100, 10, 5.0), (200, 20, 9.0), (300, 30, 12.0)])
     ppo = run("ppo", [(0, 0, 0.0), (250, 25, 4.0)])
     other_seed = {**run("ppo", [(0, 0, 0.0), (900, 90, 99.0)]), "seed": 1}
-    learning = {"playground/A": {"config": {"seed": 0}, "runs": [shac, ppo, other_seed]}}
+    sources = {"ppo": {"playground": "scaled; A: discounting 0.95"}}
+    learning = {
+        "playground/A": {
+            "config": {"seed": 0},
+            "runs": [shac, ppo, other_seed],
+            "sources": sources,
+            "chosen": {"ppo": "playground"},
+        }
+    }
     row = comparison_table(learning).splitlines()[2]
     # S = min(300, 250) = 250: SHAC's last evaluation at or before it is at 200 steps; T = min(30, 25) = 25 s
-    assert row == "| A | 12.0 (300) | 4.0 (250) | 250 | 9.0 | 4.0 | 25 s | 9.0 | 4.0 |"
+    assert row == "| A | 12.0 (300) | 4.0 (250) | 250 | 9.0 | 4.0 | 25 s | 9.0 | 4.0 | discounting 0.95 |"

@@ -170,9 +170,8 @@ def published_ppo(name: str, scaled: PPOConfig) -> PPOConfig:
     if not changed:
         return scaled
     listed = ", ".join(f"{field} {value}" for field, value in changed.items())
-    return dataclasses.replace(
-        scaled, **changed, source=f"{scaled.source}; {name.removeprefix('playground/')}: {listed}"
-    )
+    task = name.removeprefix("playground/")
+    return dataclasses.replace(scaled, **changed, source=f"{scaled.source}; {task}: {listed}")
 
 
 def extend_results(earlier: list[dict], results: dict) -> dict:
@@ -195,7 +194,8 @@ def comparison_table(learning: dict, methods: tuple[str, ...] = ("shac", "ppo"))
 
     Per task and seed 0's runs: S is the smaller of the two runs' final env-step counts and T the
     smaller of their final training times; each method's return is that of its last evaluation
-    at or before S (or T). `learning` maps a task to its learning results.
+    at or before S (or T). `learning` maps a task to its learning results. The last column says
+    which of Playground's per-task PPO values the task's PPO run took (`published_ppo`).
     """
     first, second = methods
     header = [
@@ -205,6 +205,7 @@ def comparison_table(learning: dict, methods: tuple[str, ...] = ("shac", "ppo"))
         *[f"{m} at S" for m in methods],
         "equal time T",
         *[f"{m} at T" for m in methods],
+        "PPO's per-task values",
     ]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for task, results in learning.items():
@@ -219,5 +220,7 @@ def comparison_table(learning: dict, methods: tuple[str, ...] = ("shac", "ppo"))
         cells += [f"{r[-1]['eval_return']:.1f} ({r[-1]['env_steps']:,})" for r in (a, b)]
         cells += [f"{steps:,}", *[f"{_return_by(r, 'env_steps', steps):.1f}" for r in (a, b)]]
         cells += [f"{time:.0f} s", *[f"{_return_by(r, 'wall_time_s', time):.1f}" for r in (a, b)]]
+        source = results.get("sources", {}).get("ppo", {}).get(results.get("chosen", {}).get("ppo"), "")
+        cells.append(source.partition(f"; {cells[0]}: ")[2] or "none")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
