@@ -38,7 +38,11 @@ def test_an_installed_packages_entry_point_names_an_env(monkeypatch):
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("antt", "unknown env 'antt'; available: ant, arm_reach, cartpole_swingup, .*, playground/<Name> or package.module:Class"),
+        (
+            "antt",
+            "unknown env 'antt'; available: ant, arm_reach, cartpole_swingup, .*, "
+            "playground/<Name> or package.module:Class",
+        ),
         ("my_robots.walker:Walker", "env 'my_robots.walker:Walker': cannot import module 'my_robots.walker'"),
         ("tests.user_envs:Walker", "env 'tests.user_envs:Walker': module 'tests.user_envs' has no class 'Walker'"),
     ],
