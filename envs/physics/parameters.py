@@ -230,7 +230,7 @@ def _rows(model: mujoco.MjModel, key: str, field: str, object_id: int) -> tuple[
     return (object_id,)
 
 
-def _servo(model: mujoco.MjModel, actuator_id: int) -> str | None:
+def servo_kind(model: mujoco.MjModel, actuator_id: int) -> str | None:
     """'position' or 'velocity' for a servo as MJCF's `<position>` or `<velocity>` compiles it (a fixed
     gain g and an affine bias whose position term, or else velocity term, is -g), None for any other."""
     if (
@@ -249,7 +249,7 @@ def _servo(model: mujoco.MjModel, actuator_id: int) -> str | None:
 def _check_actuator(model: mujoco.MjModel, key: str, actuator_id: int, attribute: str) -> None:
     """Refuses kp and kv on an actuator that is not a position servo, and gain on a servo (whose bias is
     tied to its gain) or on a gain that is not fixed: writing those entries alone would break it."""
-    name, servo = key.split(":")[1], _servo(model, actuator_id)
+    name, servo = key.split(":")[1], servo_kind(model, actuator_id)
     if attribute in ("kp", "kv") and servo != "position":
         raise ValueError(
             f"parameter '{key}': actuator '{name}' is not a position servo (kp and kv need gaintype fixed, "

@@ -45,6 +45,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from envs.physics.parameters import servo_kind
 from shac.sysid.recording import Trajectory
 
 SECTIONS = ("time", "qpos", "qvel", "ctrl")
@@ -232,13 +233,10 @@ def _hinge_position_servo(model: mujoco.MjModel, actuator: int) -> bool:
     if model.actuator_trntype[actuator] != mujoco.mjtTrn.mjTRN_JOINT:
         return False
     joint = model.actuator_trnid[actuator, 0]
-    gain, bias = model.actuator_gainprm[actuator, 0], model.actuator_biasprm[actuator]
     return bool(
         model.jnt_type[joint] == mujoco.mjtJoint.mjJNT_HINGE
-        and model.actuator_gaintype[actuator] == mujoco.mjtGain.mjGAIN_FIXED
-        and model.actuator_biastype[actuator] == mujoco.mjtBias.mjBIAS_AFFINE
-        and bias[1] == -gain
-        and gain != 0
+        and servo_kind(model, actuator) == "position"
+        and model.actuator_gainprm[actuator, 0] != 0
     )
 
 

@@ -25,6 +25,7 @@ import mujoco
 import numpy as np
 from matplotlib.figure import Figure
 
+from envs.physics.parameters import servo_kind
 from shac.sysid.recording import Trajectory
 from shac.sysid.signals import DELAY
 
@@ -219,16 +220,10 @@ def recorded_motion(
     actuators = {}
     for a in range(model.nu):
         driven = int(model.actuator_trntype[a]) in JOINT_TRANSMISSIONS
-        gain, bias = model.actuator_gainprm[a, 0], model.actuator_biasprm[a]
-        servo = (
-            int(model.actuator_gaintype[a]) == int(mujoco.mjtGain.mjGAIN_FIXED)
-            and int(model.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_AFFINE)
-            and bias[1] == -gain
-        )
         actuators[_name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, a)] = {
             "joint": _name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[a, 0]) if driven else None,
             "gear": float(model.actuator_gear[a, 0]),
-            "position_servo": bool(servo),
+            "position_servo": servo_kind(model, a) == "position",
             "ctrl": spread([t.ctrl[:, a] for t in trajectories]),
         }
     joints = {}
