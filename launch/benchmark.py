@@ -73,18 +73,21 @@ def method_algo(config: BenchmarkConfig, method: str) -> AlgoConfig:
     return to_config(compose("benchmark", overrides=[*overrides, f"algo={method}"]), BenchmarkConfig).algo
 
 
-def learning(config: BenchmarkConfig, meta: dict) -> dict:
+def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()) -> dict:
     """Trains every configuration of each peer with seed `seed`, then SHAC and each peer's best
-    configuration with `seeds` seeds (the first one's run reused); the results with every run's records."""
+    configuration with `seeds` seeds (the first one's run reused); the results with every run's records.
+    Runs in `earlier` (an earlier part's runs of the same task) are kept and not trained again."""
     from shac.config import make_env
     from shac.tools.benchmarks import learning, report
 
     env = make_env(config.env, config.randomization, config.smoothing)
     budget_s = config.budget_minutes * 60
     peers = {"apg": config.apg, "ppo": config.ppo}
-    runs = []
+    runs = list(earlier)
 
     def train(method: str, name: str, seed: int) -> None:
+        if any((r["method"], r["config"], r["seed"]) == (method, name, seed) for r in runs):
+            return
         print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
         if method in ("shac", "ahac", "sapo"):
             algo = method_algo(config, method)
@@ -106,11 +109,9 @@ def learning(config: BenchmarkConfig, meta: dict) -> dict:
             train(method, name, config.seed)
     records = [r for run in runs for r in run["records"]]
     chosen = {"shac": "paper", "ahac": "paper", "sapo": "paper", **report.best_configs(records, config.seed)}
-    done = {(run["method"], run["config"], run["seed"]) for run in runs}
     for method in config.methods:
         for seed in range(config.seed, config.seed + config.seeds):
-            if (method, chosen[method], seed) not in done:
-                train(method, chosen[method], seed)
+            train(method, chosen[method], seed)
     sources = {method: {name: c.source for name, c in peers[method].items()} for method in peers}
     results = {**meta, "suite": "learning", "env": config.env.name, "budget_s": budget_s}
     return results | {"config": dataclasses.asdict(config), "chosen": chosen, "sources": sources, "runs": runs}
@@ -140,7 +141,8 @@ def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
 
 def playground(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     """The survey of every listed Playground task, then the learning comparison on `playground.tasks`
-    (saving results.json after each task), extending the results of `playground.extend`. PPO's
+    (saving results.json after each task), extending the results of `playground.extend` (their runs are
+    kept, not trained again). PPO's
     `playground` configuration takes Playground's own values for each task (`published_ppo`)."""
     from shac.tools.benchmarks import playground as survey
 
@@ -156,10 +158,11 @@ def playground(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
             print("  " + json.dumps(entry), flush=True)
             results["survey"].append(entry)
             (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    for name in (n for n in options.tasks if n not in results["learning"]):
+    for name in options.tasks:
         ppo = {key: survey.published_ppo(name, c) if key == "playground" else c for key, c in config.ppo.items()}
         task_config = dataclasses.replace(config, env=dataclasses.replace(config.env, name=name), ppo=ppo)
-        results["learning"][name] = learning(task_config, meta)
+        earlier = results["learning"].get(name, {})
+        results["learning"][name] = learning(task_config, meta, tuple(earlier.get("runs", ())))
         (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
 
@@ -174,8 +177,11 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
         tables, plots = [], []
         if results["survey"]:
             tables.append(f"Every task surveyed:\n\n{survey.survey_table(results['survey'])}")
-        if results["learning"]:
-            tables.append(f"SHAC against PPO on every task:\n\n{survey.comparison_table(results['learning'])}")
+        methods = {run["method"] for learned in results["learning"].values() for run in learned["runs"]}
+        for method in sorted(methods - {"ppo"}, key=METHODS.index):
+            if "ppo" in methods:
+                table = survey.comparison_table(results["learning"], (method, "ppo"))
+                tables.append(f"{method.upper()} against PPO on every task (mean over seeds):\n\n{table}")
         for name, learned in results["learning"].items():
             folder = out / name.removeprefix("playground/")
             folder.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,10 @@ environment and prints one JSON line: {"mean_return", "std_return", "episodes", 
 checkpoint `checkpoint` if given, else its final `policy.msgpack`, else its
 newest checkpoint (a run still training or interrupted). With physical=true
 the episodes run under the physical contact model (smoothing none), for a run
-trained with softened contacts. The work is `shac.run.commands.evaluate_run`.
+trained with softened contacts. With real=<file> (a YAML file of
+`element:name:attribute: value`, shac/run/real.py) the episodes run on the run's
+model with those values written in, without the run's randomisation: a stand-in
+for the real robot. The work is `shac.run.commands.evaluate_run`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from launch import cli
 
 USAGE = (
     "usage: python launch/evaluate.py run_dir=<dir> [checkpoint=<epoch>] [episodes=16] [seed=0] [video=false]"
-    " [physical=false]"
+    " [physical=false] [real=<file.yaml>]"
 )
 
 
@@ -40,6 +43,9 @@ class EvaluateArgs:
     """Where the mp4 goes; None: <run_dir>/videos/evaluate_<checkpoint or final>_seed<seed>.mp4."""
     physical: bool = False
     """Simulate the physical contact model (smoothing none), not the softened one the run trained with."""
+    real: str | None = None
+    """A real file (element:name:attribute: value per line, shac/run/real.py): evaluate on the model with these
+    values, not on the run's own (nominal or randomised) model."""
 
 
 if __name__ == "__main__":

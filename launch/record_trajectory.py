@@ -15,6 +15,8 @@ noise is Gaussian. `dt` sets the sample spacing (any multiple of the model's
 time step; default the environment's control step).
 `true_params=[signal:ctrl:delay=0.02]` simulates a control delay (seconds, as
 shac/sysid/signals.py defines it); the recorded `ctrl` is the command as sent.
+`real=<file>` simulates the values of a real file (a YAML file of
+`element:name:attribute: value`, shac/run/real.py), as if they were in `true_params`.
 The advice of `launch/sysid.py` on a direction the data cannot resolve names
 the options that record the missing excitation (shac/sysid/report.py).
 """
@@ -41,6 +43,9 @@ class RecordArgs:
     """Output .npz file."""
     true_params: list[str] = field(default_factory=list)
     """Parameter values to simulate with, as element:name:attribute=value; signal:ctrl:delay in seconds."""
+    real: str = ""
+    """A real file (element:name:attribute: value per line, shac/run/real.py) whose values are simulated as if
+    they were in true_params; a parameter may be given in only one of the two."""
     seconds: float = 10.0
     """Length of the recording."""
     excitation: str = "multisine"
@@ -167,8 +172,9 @@ def simulate(args: RecordArgs, env):
         (the `Trajectory`, its sample spacing dt, the simulated control delay in seconds).
 
     Raises:
-        ValueError: one line on a bad parameter or delay, a dt that is not a multiple of the model's time
-            step, or a bad excitation or start state (`controls`, `start_state`).
+        ValueError: one line on a bad parameter or delay, a real file that does not fit the model, a dt that
+            is not a multiple of the model's time step, or a bad excitation or start state (`controls`,
+            `start_state`).
     """
     import copy
 
@@ -176,10 +182,13 @@ def simulate(args: RecordArgs, env):
     import numpy as np
 
     from envs.physics.parameters import ModelParameter
+    from shac.run.real import check_real, load_real
     from shac.sysid import recording
 
     model_values, delay = true_values(args)
     model = copy.deepcopy(env.mj_model)
+    if args.real:
+        check_real(load_real(args.real), model, args.real)
     for key, value in model_values.items():
         ModelParameter.parse(key, model).write_mj(model, value)
     dt = args.dt or env.ctrl_dt
@@ -195,15 +204,27 @@ def simulate(args: RecordArgs, env):
 
 
 def true_values(args: RecordArgs) -> tuple[dict[str, float], float]:
-    """(`true_params`' model parameters, key -> value; the control delay in seconds, 0 if none).
+    """(the model parameters of `true_params` and of the real file, key -> value; the control delay in
+    seconds, 0 if none).
 
     Raises:
-        ValueError: one line on a malformed assignment or a delay below 0 or longer than the recording.
+        ValueError: one line on a malformed assignment or real file, a parameter given in both, or a delay
+            below 0 or longer than the recording.
+        FileNotFoundError: no real file where `real` says.
     """
+    from shac.run.real import load_real
     from shac.sysid import signals
     from shac.sysid.parameters import parse_assignments
 
     model_values, signal_values = signals.split_values(parse_assignments(args.true_params))
+    if args.real:
+        real = load_real(args.real)
+        twice = sorted(set(real) & set(model_values))
+        if twice:
+            raise ValueError(
+                f"{', '.join(twice)} given both in true_params and in real file '{args.real}'; give each once"
+            )
+        model_values = {**real, **model_values}
     delay = signal_values.get(signals.DELAY, 0.0)
     signals.check_delay(delay, args.seconds, "true delay")
     return model_values, delay
@@ -211,7 +232,9 @@ def true_values(args: RecordArgs) -> tuple[dict[str, float], float]:
 
 def main(argv: list[str]) -> None:
     args = cli.parse(
-        RecordArgs, argv, "usage: python launch/record_trajectory.py env=<name> out=<file.npz> [true_params=[k=v,...]]"
+        RecordArgs,
+        argv,
+        "usage: python launch/record_trajectory.py env=<name> out=<file.npz> [true_params=[k=v,...]] [real=<file>]",
     )
     configure_runtime()  # before anything imports mujoco
     import envs
@@ -219,7 +242,7 @@ def main(argv: list[str]) -> None:
     try:
         true_values(args)  # before the environment compiles
         trajectory, dt, delay = simulate(args, envs.make(args.env))
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
     trajectory.save(args.out)
     delayed = f", commands acting {1000 * delay:g} ms after they are sent" if delay else ""

@@ -266,15 +266,24 @@ def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
     def part(command, date, survey, learning):
         return {"command": command, "date": date, "survey": survey, "learning": learning, "cpu_count": 2}
 
-    first = part("run a", "2026-12-01 10:43 UTC", [{"task": "A"}], {"playground/A": {"runs": [1]}})
+    a_shac = {"runs": [1], "budget_s": 300, "chosen": {"shac": "paper"}}
+    first = part("run a", "2026-12-01 10:43 UTC", [{"task": "A"}], {"playground/A": a_shac})
     second = part("run b", "2026-12-01 13:05 UTC", [], {"playground/B": {"runs": [2]}})
-    new = part("run c", "2026-12-01 15:00 UTC", [], {})
+    a_ppo = {"runs": [3], "budget_s": 600, "chosen": {"shac": "other", "ppo": "playground"}}
+    new = part("run c", "2026-12-01 15:00 UTC", [], {"playground/A": a_ppo})
     merged = extend_results([first, second], new)
     assert merged["command"] == "run a\nrun b\nrun c"
     assert merged["date"] == "2026-12-01 10:43 UTC"
     assert merged["survey"] == [{"task": "A"}]
     assert list(merged["learning"]) == ["playground/A", "playground/B"]
-    assert new["learning"] == {}  # the new part is not changed in place
+    # a task learned in two parts: the first part's settings, every part's runs, each method's first choice
+    assert merged["learning"]["playground/A"] == {
+        "runs": [1, 3],
+        "budget_s": 300,
+        "chosen": {"shac": "paper", "ppo": "playground"},
+    }
+    assert new["learning"]["playground/A"]["runs"] == [3]  # the parts are not changed in place
+    assert first["learning"]["playground/A"]["runs"] == [1]
 
 
 def test_the_playground_comparison_reads_each_method_at_equal_steps_and_equal_time():
@@ -300,5 +309,7 @@ def test_the_playground_comparison_reads_each_method_at_equal_steps_and_equal_ti
         }
     }
     row = comparison_table(learning).splitlines()[2]
-    # S = min(300, 250) = 250: SHAC's last evaluation at or before it is at 200 steps; T = min(30, 25) = 25 s
-    assert row == "| A | 12.0 (300) | 4.0 (250) | 250 | 9.0 | 4.0 | 25 s | 9.0 | 4.0 | discounting 0.95 |"
+    # PPO's two seeds end at 250 and 900 steps: S = min(300, 250, 900) = 250 and T = 25 s. SHAC's last
+    # evaluation at or before S is 9.0; PPO's are 4.0 and 0.0 (mean 2.0); its finals 4.0 and 99.0 (mean 51.5).
+    assert row == "| A | 1 / 2 | 12.0 (300) | 51.5 (250, 900) | 250 | 9.0 | 2.0 | 25 s | 9.0 | 2.0 | discounting 0.95 |"
+    assert len(comparison_table(learning, ("sapo", "ppo")).splitlines()) == 2  # no SAPO run: no row

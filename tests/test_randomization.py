@@ -78,6 +78,21 @@ def test_physically_valid_ranges_are_accepted():
     )
 
 
+def test_a_mass_is_written_differentiably_with_its_inertia():
+    from envs.physics.parameters import ModelParameter
+
+    env = envs.make("pendulum_swingup")
+    mass = ModelParameter.parse("body:pole:mass", env.mj_model)
+    pole = mass.rows[0]
+    m0, inertia0 = env.mj_model.body_mass[pole], env.mj_model.body_inertia[pole]
+    # forward mode, as a sysid fit differentiates: inertia = inertia0 * m / m0, so d inertia / dm = inertia0 / m0
+    inertia, tangent = jax.jvp(
+        lambda m: mass.write(env.mjx_model, m).body_inertia[pole], (jnp.float32(2 * m0),), (jnp.float32(1.0),)
+    )
+    np.testing.assert_allclose(inertia, 2 * inertia0, rtol=1e-6)
+    np.testing.assert_allclose(tangent, inertia0 / m0, rtol=1e-6)
+
+
 def test_training_with_randomization_from_a_sysid_report(tmp_path):
     report = tmp_path / "sysid.json"
     report.write_text(json.dumps({"parameters": {"joint:hinge:damping": {"estimate": 0.1, "relative_std": 0.1}}}))

@@ -157,6 +157,21 @@ class ModelParameter:
             raise ValueError(f"{shown} must be finite")
         if not low <= high:
             raise ValueError(f"randomization range of '{self.key}' has low {low} > high {high}")
+        self._check_physical(low, high, model, shown)
+
+    def check_value(self, value: float, model: mujoco.MjModel) -> None:
+        """Fails unless `value` is physically valid for this parameter of `model` (the rules of `check_range`).
+
+        Raises:
+            ValueError: naming the parameter, the value and what is accepted.
+        """
+        shown = f"'{self.key}' = {value}"
+        if not np.isfinite(value):
+            raise ValueError(f"{shown} must be finite")
+        self._check_physical(value, value, model, shown)
+
+    def _check_physical(self, low: float, high: float, model: mujoco.MjModel, shown: str) -> None:
+        """The physical rules of `check_range` on finite low <= high; `shown` names them in the message."""
         nominal = self.read(model)
         if self.attribute == "mass":
             if low <= 0.0:
@@ -192,7 +207,8 @@ class ModelParameter:
             changes[entry.field] = array.at[index].set(entry.sign * value)
         if self.attribute == "mass":  # scale the inertia with the mass: same shape, new density
             ratio = value / jnp.maximum(model.body_mass[rows[0]], 1e-12)
-            changes["body_inertia"] = model.body_inertia.at[rows].multiply(ratio)
+            # gather and set: JAX differentiates `.at[].multiply` only with unique_indices=True (a sysid fit's jvp)
+            changes["body_inertia"] = model.body_inertia.at[rows].set(model.body_inertia[rows] * ratio)
         return model.replace(**changes)
 
     def write_mj(self, model: mujoco.MjModel, value: float) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import jax
 
 from shac.run.evaluate import evaluate, run_episode, summarize
+from shac.run.real import load_real, real_env
 from shac.run.serialization import CONFIG_FILE, load_run_policy
 from shac.run.tracking import log_artifact
 from shac.run.video import episode_video
@@ -24,6 +25,7 @@ def evaluate_run(
     video: bool = False,
     video_path: str | None = None,
     physical: bool = False,
+    real: str | None = None,
 ) -> dict:
     """The deterministic policy's returns over `episodes` full episodes of the run's environment.
 
@@ -38,22 +40,30 @@ def evaluate_run(
             `<run_dir>/videos/evaluate_<checkpoint or final>_seed<seed>.mp4`.
         physical: simulate the physical contact model (`smoothing.mode=none`) even if
             the run trained with a softened one.
+        real: a real file (`shac.run.real`): the episodes run on the run's model with its
+            values written in, without the run's randomisation.
 
     Returns:
-        {"mean_return", "std_return", "episodes", "mean_length", "terminated"} (`summarize`)
-        and, with `video`, "video" (its path).
+        {"mean_return", "std_return", "episodes", "mean_length", "terminated"} (`summarize`),
+        with `real`, "real" (its path) and, with `video`, "video" (the mp4's path).
 
     Raises:
-        ValueError: episodes < 1. FileNotFoundError, CheckpointError: no policy to load.
+        ValueError: episodes < 1, or a real file that does not fit the run's model.
+        FileNotFoundError, CheckpointError: no policy or no real file to load.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    real_values = load_real(real) if real else None  # its form, before the run is loaded
     policy = load_run_policy(Path(run_dir), checkpoint, physical)
     env, key = policy.env, jax.random.key(seed)
+    if real_values is not None:
+        env = real_env(policy.config, real_values, policy.env.mj_model, real)
     evaluation = jax.jit(evaluate, static_argnums=(0, 1, 5))(
         env, policy.actor, policy.actor_params, policy.normalizer, key, episodes
     )
     summary = summarize(evaluation)
+    if real:
+        summary["real"] = real
     if video:
         # evaluate() resets episode i from split(key, episodes)[i]: the video replays episode 0
         episode = jax.jit(run_episode, static_argnums=(0, 1))(

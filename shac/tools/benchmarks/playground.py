@@ -176,11 +176,20 @@ def published_ppo(name: str, scaled: PPOConfig) -> PPOConfig:
 
 def extend_results(earlier: list[dict], results: dict) -> dict:
     """`results` (a new suite=playground run, before it measures) after the survey entries and learning
-    runs of `earlier` runs, with every run's command (one per line) and the first run's date."""
-    commands = [run["command"] for run in earlier] + [results["command"]]
-    merged = {**results, "command": "\n".join(commands), "date": min(run["date"] for run in [*earlier, results])}
-    merged["survey"] = [entry for run in [*earlier, results] for entry in run["survey"]]
-    merged["learning"] = {task: run for part in [*earlier, results] for task, run in part["learning"].items()}
+    runs of `earlier` runs, with every run's command (one per line) and the first run's date. A task
+    learned in several parts keeps its first part's settings and the runs of every part."""
+    parts = [*earlier, results]
+    commands = [run["command"] for run in parts]
+    merged = {**results, "command": "\n".join(commands), "date": min(run["date"] for run in parts)}
+    merged["survey"] = [entry for run in parts for entry in run["survey"]]
+    learning: dict[str, dict] = {}
+    for task, run in ((task, run) for part in parts for task, run in part["learning"].items()):
+        first = learning.setdefault(task, {**run, "runs": []})
+        first["runs"] = first["runs"] + run["runs"]
+        for key in ("chosen", "sources"):
+            if key in run:
+                first[key] = {**run[key], **first.get(key, {})}
+    merged["learning"] = learning
     return merged
 
 
@@ -189,17 +198,23 @@ def _return_by(records: list[dict], key: str, limit: float) -> float:
     return [r for r in records if r[key] <= limit][-1]["eval_return"]
 
 
-def comparison_table(learning: dict, methods: tuple[str, ...] = ("shac", "ppo")) -> str:
-    """Each task's return at equal env steps and at equal training wall-clock, SHAC against PPO.
+def _mean_return_by(runs: list[list[dict]], key: str, limit: float) -> float:
+    """The mean over runs (one list of records per seed) of `_return_by`."""
+    return float(np.mean([_return_by(records, key, limit) for records in runs]))
 
-    Per task and seed 0's runs: S is the smaller of the two runs' final env-step counts and T the
-    smaller of their final training times; each method's return is that of its last evaluation
-    at or before S (or T). `learning` maps a task to its learning results. The last column says
-    which of Playground's per-task PPO values the task's PPO run took (`published_ppo`).
+
+def comparison_table(learning: dict, methods: tuple[str, str] = ("shac", "ppo")) -> str:
+    """Each task's return at equal env steps and at equal training wall-clock, one method against another.
+
+    Per task, each method's return is the mean over its seeds: S is the smallest final env-step count
+    among the two methods' runs and T the smallest final training time, and a run's return at S (or T)
+    is that of its last evaluation at or before it. Tasks without runs of both methods are left out.
+    `learning` maps a task to its learning results. The last column says which of Playground's
+    per-task PPO values the task's PPO runs took (`published_ppo`).
     """
-    first, second = methods
     header = [
         "task",
+        "seeds",
         *[f"{m} final (steps)" for m in methods],
         "equal steps S",
         *[f"{m} at S" for m in methods],
@@ -209,18 +224,23 @@ def comparison_table(learning: dict, methods: tuple[str, ...] = ("shac", "ppo"))
     ]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for task, results in learning.items():
-        seed = results["config"]["seed"]
-        runs = {r["method"]: r["records"] for r in results["runs"] if r["seed"] == seed}
-        if not all(m in runs for m in methods):
+        chosen = results.get("chosen", {})
+        runs = {
+            m: [r["records"] for r in results["runs"] if r["method"] == m and r.get("config") in (None, chosen.get(m))]
+            for m in methods
+        }
+        if not all(runs.values()):
             continue
-        a, b = runs[first], runs[second]
-        steps = min(a[-1]["env_steps"], b[-1]["env_steps"])
-        time = min(a[-1]["wall_time_s"], b[-1]["wall_time_s"])
-        cells = [task.removeprefix("playground/")]
-        cells += [f"{r[-1]['eval_return']:.1f} ({r[-1]['env_steps']:,})" for r in (a, b)]
-        cells += [f"{steps:,}", *[f"{_return_by(r, 'env_steps', steps):.1f}" for r in (a, b)]]
-        cells += [f"{time:.0f} s", *[f"{_return_by(r, 'wall_time_s', time):.1f}" for r in (a, b)]]
-        source = results.get("sources", {}).get("ppo", {}).get(results.get("chosen", {}).get("ppo"), "")
+        every = [records for seeds in runs.values() for records in seeds]
+        steps = min(records[-1]["env_steps"] for records in every)
+        time = min(records[-1]["wall_time_s"] for records in every)
+        cells = [task.removeprefix("playground/"), " / ".join(str(len(runs[m])) for m in methods)]
+        for m in methods:
+            counts = list(dict.fromkeys(f"{r[-1]['env_steps']:,}" for r in runs[m]))
+            cells.append(f"{np.mean([r[-1]['eval_return'] for r in runs[m]]):.1f} ({', '.join(counts)})")
+        cells += [f"{steps:,}", *[f"{_mean_return_by(runs[m], 'env_steps', steps):.1f}" for m in methods]]
+        cells += [f"{time:.0f} s", *[f"{_mean_return_by(runs[m], 'wall_time_s', time):.1f}" for m in methods]]
+        source = results.get("sources", {}).get("ppo", {}).get(chosen.get("ppo"), "")
         cells.append(source.partition(f"; {cells[0]}: ")[2] or "none")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
