@@ -24,7 +24,8 @@ Writes <out>/sysid.json (convergence, estimates, standard errors, confidence
 intervals, the noise model, each recording with its noise estimate, Fisher
 eigen-directions, flags with their advice (the excitation that would resolve each,
 with the launch/record_trajectory.py command that records it: shac/sysid/report.py), what each
-joint did in the recordings, fit history, Jacobian cost of autodiff versus finite differences), <out>/landscape.png and
+joint did in the recordings, fit history, Jacobian cost of autodiff versus finite differences, the wall time
+of the fit alone and of the whole process from the start of main), <out>/landscape.png and
 <out>/identified.xml (the env's MJCF with the fitted and the given values in
 place, the control delay in a comment at its top: shac/sysid/mjcf.py; if MJCF
 cannot express a value, one line says so and no file is written), and prints a
@@ -153,6 +154,7 @@ def _read_column_map(path: str, columns: dict, units: dict) -> tuple[dict, dict]
 
 
 def main(argv: list[str]) -> None:
+    started = time.perf_counter()
     args = parse(argv)
     from launch.runtime import configure_runtime
 
@@ -201,7 +203,9 @@ def main(argv: list[str]) -> None:
         estimate = ", ".join(f"{v:.6g}" for v in values)
         print(f"  step {step:3d}  loss {loss:.6g}  [{estimate}]", flush=True)
 
+    fit_started = time.perf_counter()
     result = fit(problem, steps=args.steps, method=args.method, on_step=progress)
+    fit_seconds = time.perf_counter() - fit_started
     motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)
     report = analyze(
         tuple(args.params),
@@ -211,10 +215,11 @@ def main(argv: list[str]) -> None:
         units=problem.report_units(),
         motion=motion,
     )
-    cost = {args.method: result.seconds_per_jacobian}
+    cost, timed = {args.method: result.seconds_per_jacobian}, ""
     if args.compare_cost:
         other = METHODS[1 - METHODS.index(args.method)]
         cost[other] = _time_jacobian(problem, result, other)
+        timed = f", timing one {other} Jacobian" + (" (compilation included)" if other == "autodiff" else "")
     nq = problem.nq
     noises = result.noise  # [K, nx]: Problem was given a list
     recordings = [
@@ -241,12 +246,12 @@ def main(argv: list[str]) -> None:
         "method": args.method,
         "losses": result.losses,
         "seconds_per_jacobian": cost,
+        "fit_seconds": fit_seconds,
     }
     if args.columns:
         report["columns"], report["units"] = args.columns, args.units
     given = {key: value for key, value in model_init.items() if key not in args.params}
     report["identified_xml"] = _write_identified(env, problem, result, given, args, out)
-    (out / "sysid.json").write_text(json.dumps(report, indent=2) + "\n")
     residuals_of = problem.residuals if args.method == "autodiff" else problem.residuals_mujoco
     weights = 1.0 / result.noise
 
@@ -254,6 +259,8 @@ def main(argv: list[str]) -> None:
         return np.array([np.mean(residuals_of(row, result.start_states, weights) ** 2) for row in grid])
 
     plot_landscape(loss_fn, tuple(args.params), report, str(out / "landscape.png"))
+    report["process_seconds"] = time.perf_counter() - started
+    (out / "sysid.json").write_text(json.dumps(report, indent=2) + "\n")
     print("\n".join(summary_lines(report)))
     print(
         "seconds per Jacobian: "
@@ -262,6 +269,10 @@ def main(argv: list[str]) -> None:
     print(f"report: {out / 'sysid.json'}, figure: {out / 'landscape.png'}")
     written = report["identified_xml"]
     print(f"model: {written['path']}" if written["written"] else f"identified.xml not written: {written['reason']}")
+    print(
+        f"fit {fit_seconds:.1f} s of {report['process_seconds']:.1f} s in this process (the rest: start-up, "
+        f"reading the data{timed}, the report, the figure, writing)"
+    )
     if not result.converged and not args.allow_unconverged:
         print(
             f"error: the fit did not converge in {args.steps} steps; raise steps=, check the data and initial "

@@ -3,10 +3,14 @@
     nice -n 15 python launch/sysid_coverage.py datasets=50 out=docs/benchmarks/sysid_coverage_damping.json
 
 simulates K datasets with MuJoCo's C simulator (smooth random excitation and
-start state, random noise levels, the sampling rates in turn), fits each with
-the default settings (shac/sysid/coverage.py), prints the coverage of the 95%
-intervals and the median relative error, overall and per sampling rate, and
-writes them with every dataset's fit to `out` (JSON).
+start state, random noise levels, the sampling rates in turn; optionally true
+model values spread around `true_params` and a control delay drawn from
+`delay=[low,high]`, fitted as `signal:ctrl:delay`), fits each
+(shac/sysid/coverage.py), prints every fit with its wall time, then the coverage
+of the 95% intervals, the median relative error (for the delay: the median error
+in ms and how often it is within one sample spacing) and the median fit time,
+overall and per sampling rate, and writes them with every dataset's fit to `out`
+(JSON). Bad arguments stop with one line before anything compiles.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ class CoverageArgs:
     true_params: list[str] = field(default_factory=lambda: ["joint:hinge:damping=0.137"])
     """True values as element:name:attribute=value; these parameters are fitted."""
     init: list[str] = field(default_factory=list)
-    """Initial guesses as element:name:attribute=value (default: the model's values, which must be > 0)."""
+    """Initial guesses as element:name:attribute=value (default: the model's values, which must be > 0),
+    and signal:ctrl:delay=<seconds> (default: delay's low end)."""
     datasets: int = 50
     """K, the number of simulated datasets."""
     seconds: float = 10.0
@@ -42,15 +47,58 @@ class CoverageArgs:
     """[low, high]: each dataset's velocity noise std is log-uniform in between."""
     method: str = "autodiff"
     """Jacobian source of the fits: autodiff or finite_difference."""
+    steps: int = 50
+    """Maximum Levenberg-Marquardt iterations of each fit."""
+    delay: list[float] = field(default_factory=list)
+    """[low, high] seconds: each dataset's true control delay is uniform in between ([d, d]: fixed) and
+    signal:ctrl:delay is fitted, from init's value or else low; empty: no delay."""
+    spread: float = 0.0
+    """Each dataset multiplies every value of true_params by exp(U(-spread, spread)); 0: them as given."""
     seed: int = 0
     out: str = ""
-    """JSON file for the summary and every dataset's fit (default: print only)."""
+    """JSON file for the summary and every dataset's fit, rewritten after each dataset (default: print only)."""
+
+
+USAGE = "usage: python launch/sysid_coverage.py [datasets=50] [true_params=[k=v,...]] [delay=[low,high]] ..."
+
+
+def parse(argv: list[str]) -> CoverageArgs:
+    """The arguments, checked; exits with one line on a bad one (before mujoco is imported or anything compiles)."""
+    args = cli.parse(CoverageArgs, argv, USAGE)
+    from shac.sysid.parameters import parse_assignments  # numpy only, like signals
+    from shac.sysid.signals import DEFAULT_UPPER_FRACTION, DELAY, check_delay
+
+    if args.steps < 1:
+        sys.exit(f"error: steps must be >= 1, got {args.steps}")
+    if args.spread < 0:
+        sys.exit(f"error: spread must be >= 0 (true values times exp(U(-spread, spread))), got {args.spread:g}")
+    try:
+        initial = parse_assignments(args.init).get(DELAY)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    if not args.delay:
+        if initial is not None:
+            sys.exit(f"error: init gives {DELAY} but delay=[] fits no delay; give the true delays, delay=[low,high]")
+        return args
+    if len(args.delay) != 2 or args.delay[0] > args.delay[1]:
+        sys.exit(f"error: delay must be [low,high] seconds with low <= high, e.g. [0.01,0.03], or []; got {args.delay}")
+    upper = DEFAULT_UPPER_FRACTION * args.seconds
+    checked = [("true delay", args.delay[0]), ("true delay", args.delay[1])]
+    for what, value in checked + ([] if initial is None else [("initial delay", initial)]):
+        try:
+            check_delay(value, args.seconds, what, "each recording")
+        except ValueError as e:
+            sys.exit(f"error: {e}")
+        if value > upper:
+            sys.exit(
+                f"error: {what} {DELAY}={value:g} s is above the fit's upper bound, a tenth of the recording "
+                f"({upper:g} s); lower it or record longer (seconds=)"
+            )
+    return args
 
 
 def main(argv: list[str]) -> None:
-    args = cli.parse(
-        CoverageArgs, argv, "usage: python launch/sysid_coverage.py [datasets=50] [true_params=[k=v,...]] ..."
-    )
+    args = parse(argv)
     from launch.runtime import configure_runtime
 
     configure_runtime()
@@ -60,6 +108,7 @@ def main(argv: list[str]) -> None:
     import envs
     from shac.sysid import coverage
     from shac.sysid.parameters import parse_assignments
+    from shac.sysid.signals import DELAY
 
     try:
         env = envs.make(args.env)
@@ -67,15 +116,18 @@ def main(argv: list[str]) -> None:
         true_model, guess_model = coverage.models(env.mj_model, true_values, initial_values)
     except ValueError as e:
         sys.exit(f"error: {e}")
-    keys = tuple(true_values)
-    truth = np.array([true_values[key] for key in keys])
+    keys = (*true_values, *([DELAY] if args.delay else []))
+    delay = (args.delay[0], args.delay[1]) if args.delay else (0.0, 0.0)
     initial_data = jax.jit(env.initial_data)
 
     def initial_state(rng):
         data = jax.device_get(initial_data(jax.random.key(int(rng.integers(2**31)))))
         return np.asarray(data.qpos, np.float64), np.asarray(data.qvel, np.float64)
 
-    print(f"{args.datasets} datasets of {args.seconds} s, {', '.join(keys)} = {truth.tolist()}, rates {args.rates} s")
+    truth = ", ".join(f"{key} = {value:g}" for key, value in true_values.items())
+    spread = f" times exp(U(-{args.spread:g}, {args.spread:g}))" if args.spread else ""
+    delayed = f", delay uniform in [{1000 * delay[0]:g}, {1000 * delay[1]:g}] ms" if args.delay else ""
+    print(f"{args.datasets} datasets of {args.seconds} s, {truth}{spread}{delayed}, rates {args.rates} s")
     datasets, start = [], time.perf_counter()
     for k in range(args.datasets):
         rng = np.random.default_rng([args.seed, k])
@@ -91,28 +143,44 @@ def main(argv: list[str]) -> None:
             tuple(args.qpos_noise),
             tuple(args.qvel_noise),
             args.method,
+            args.steps,
+            delay,
+            initial_values.get(DELAY),
+            args.spread,
         )
         datasets.append(dataset)
         estimates = ", ".join(f"{e:.5g} ± {s:.2g}" for e, s in zip(dataset.estimates, dataset.std_errors, strict=True))
-        print(
+        line = (
             f"  {k:3d}  dt {dataset.dt:g}  {estimates}  covered {dataset.covered}  "
-            f"{'converged' if dataset.converged else 'NOT CONVERGED'} in {dataset.steps} steps",
-            flush=True,
+            f"{'converged' if dataset.converged else 'NOT CONVERGED'} in {dataset.steps} steps, "
+            f"fit {dataset.fit_seconds:.1f} s"
         )
-    summary = coverage.summarize(datasets, keys, truth)
+        if args.delay:
+            i = keys.index(DELAY)
+            within = "within one step" if dataset.delay_within_step else "MORE than one step"
+            line += (
+                f"  delay {1000 * dataset.estimates[i]:.4g} ms, truth {1000 * dataset.truth[i]:.4g} ms "
+                f"(off {dataset.delay_error_ms:.2g} ms: {within})"
+            )
+        print(line, flush=True)
+        if args.out:  # after every dataset: a long benchmark stopped early keeps what it measured
+            record = {"command": "python launch/sysid_coverage.py " + " ".join(argv), "args": asdict(args)}
+            record |= {"summary": coverage.summarize(datasets, keys), "datasets": [asdict(d) for d in datasets]}
+            Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    summary = coverage.summarize(datasets, keys)
     for group, stats in summary.items():
-        line = "; ".join(
-            f"{key}: coverage {100 * stats[key]['coverage']:.0f}%, "
-            f"median error {100 * stats[key]['median_relative_error']:.3f}%"
-            for key in keys
-        )
+        parts = []
+        for key in keys:
+            head = f"{key}: coverage {100 * stats[key]['coverage']:.0f}%, median error "
+            if key == DELAY:
+                within = 100 * stats[key]["within_one_step"]
+                parts.append(f"{head}{stats[key]['median_error_ms']:.3g} ms, within one step {within:.0f}%")
+            else:
+                parts.append(f"{head}{100 * stats[key]['median_relative_error']:.3f}%")
         converged = f"{stats['converged']}/{stats['datasets']} converged (median {stats['median_steps']:g} steps)"
-        print(f"{group}: {converged}; {line}")
+        print(f"{group}: {converged}; median fit {stats['median_fit_seconds']:.3g} s; {'; '.join(parts)}")
     print(f"{time.perf_counter() - start:.0f} s")
     if args.out:
-        record = {"command": "python launch/sysid_coverage.py " + " ".join(argv), "args": asdict(args)}
-        record |= {"summary": summary, "datasets": [asdict(d) for d in datasets]}
-        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
         print(f"wrote {args.out}")
 
 

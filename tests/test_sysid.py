@@ -285,10 +285,101 @@ def test_intervals_cover_the_truth_on_simulated_datasets():
         )
         for k in range(12)
     ]
-    summary = coverage.summarize(datasets, (DAMPING,), np.array([0.137]))["all"]
+    summary = coverage.summarize(datasets, (DAMPING,))["all"]
     assert summary["converged"] == 12
     assert summary[DAMPING]["coverage"] >= 10 / 12
     assert summary[DAMPING]["median_relative_error"] < 0.01
+    assert all(d.truth == [pytest.approx(0.137)] and d.delay_error_ms is None for d in datasets)
+
+
+def delayed_coverage(k, dt, delay, steps=50, spread=0.0):
+    """One coverage dataset of 5 s of the pendulum (damping 0.137) with a delay drawn from `delay`, fitted
+    with it (finite differences: no compilation)."""
+    true_model, guess_model = coverage.models(PENDULUM.mj_model, {DAMPING: 0.137}, {})
+    start = lambda rng: (np.pi + rng.uniform(-0.2, 0.2, 1), rng.uniform(-0.2, 0.2, 1))  # noqa: E731
+    rng = np.random.default_rng([11, k])
+    return coverage.simulate_and_fit(
+        true_model, guess_model, (DAMPING, DELAY), start, rng, dt, 5.0, 2.0, (3e-4, 3e-3), (3e-3, 3e-2),
+        method="finite_difference", steps=steps, delay=delay, spread=spread,
+    )  # fmt: skip
+
+
+def test_coverage_draws_each_datasets_delay_and_damping_and_fits_the_delay_within_one_step():
+    datasets = [delayed_coverage(k, dt, (0.01, 0.03), spread=0.2) for k, dt in enumerate((0.01, 0.05))]
+    for d in datasets:
+        damping, delay = d.truth
+        assert 0.01 <= delay <= 0.03 and 0.137 * np.exp(-0.2) <= damping <= 0.137 * np.exp(0.2)
+        assert d.converged and d.covered == [True, True] and d.fit_seconds > 0
+        assert d.delay_error_ms == pytest.approx(1000 * abs(d.estimates[1] - delay)) and d.delay_error_ms < 1000 * d.dt
+        assert d.delay_within_step is True and d.estimates[0] == pytest.approx(damping, rel=0.02)
+    assert datasets[0].truth != datasets[1].truth  # each dataset is its own system
+    # a fixed delay is that delay; the step limit reaches the fit
+    fixed = delayed_coverage(2, 0.05, (0.02, 0.02), steps=2)
+    assert fixed.truth == [pytest.approx(0.137), 0.02] and fixed.steps == 2 and not fixed.converged
+    summary = coverage.summarize([*datasets, fixed], (DAMPING, DELAY))
+    assert summary["all"][DELAY]["within_one_step"] == pytest.approx(2 / 3)  # the unconverged fit does not count
+
+
+def test_summary_judges_each_dataset_against_its_own_truth():
+    def dataset(dt, truth, estimates, converged, fit_seconds):
+        error = abs(estimates[1] - truth[1])
+        return coverage.Dataset(
+            dt, 1e-3, 1e-2, truth, estimates, [0.01, 0.001], [converged, converged], converged, 5, fit_seconds,
+            1000 * error, error <= dt,
+        )  # fmt: skip
+
+    datasets = [
+        dataset(0.01, [0.1, 0.02], [0.11, 0.025], True, 2.0),  # 10% off; 5 ms off, within 10 ms
+        dataset(0.05, [0.2, 0.01], [0.19, 0.07], True, 4.0),  # 5% off; 60 ms off, more than 50 ms
+        dataset(0.05, [0.4, 0.03], [0.5, 0.04], False, 9.0),  # 25% off; 10 ms off but not converged
+    ]
+    summary = coverage.summarize(datasets, (DAMPING, DELAY))
+    every, slow = summary["all"], summary["dt=0.05"]
+    assert every[DAMPING]["median_relative_error"] == pytest.approx(0.1)
+    assert slow[DAMPING]["median_relative_error"] == pytest.approx((0.05 + 0.25) / 2)
+    assert every[DELAY]["median_error_ms"] == pytest.approx(10) and slow[DELAY]["median_error_ms"] == pytest.approx(35)
+    assert every[DELAY]["within_one_step"] == pytest.approx(1 / 3) and slow[DELAY]["within_one_step"] == 0.0
+    assert every[DELAY]["coverage"] == pytest.approx(2 / 3) and "median_relative_error" not in every[DELAY]
+    assert every["median_fit_seconds"] == 4.0 and summary["dt=0.01"]["median_fit_seconds"] == 2.0
+    assert every["converged"] == 2 and slow["datasets"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["delay=[0.03,0.01]"], "error: delay must be [low,high] seconds with low <= high, e.g. [0.01,0.03], or []; "
+         "got [0.03, 0.01]"),
+        (["delay=[-0.01,0.02]"], f"error: true delay {DELAY}=-0.01 s must be >= 0 (a command cannot act before it "
+         "is sent)"),
+        (["delay=[0.01,20]"], f"error: true delay {DELAY}=20 s is longer than each recording (10 s); give it in "
+         "seconds, e.g. 0.02 for 20 ms"),
+        (["delay=[0.01,2]"], f"error: true delay {DELAY}=2 s is above the fit's upper bound, a tenth of the "
+         "recording (1 s); lower it or record longer (seconds=)"),
+        (["delay=[0.01,0.03]", f"init=[{DELAY}=3]"], f"error: initial delay {DELAY}=3 s is above the fit's upper "
+         "bound, a tenth of the recording (1 s); lower it or record longer (seconds=)"),
+        ([f"init=[{DELAY}=0.01]"], f"error: init gives {DELAY} but delay=[] fits no delay; give the true delays, "
+         "delay=[low,high]"),
+        (["spread=-0.1"], "error: spread must be >= 0 (true values times exp(U(-spread, spread))), got -0.1"),
+        (["steps=0"], "error: steps must be >= 1, got 0"),
+    ],
+)  # fmt: skip
+def test_coverage_cli_rejects_bad_delays_and_spreads_in_one_line(args, message):
+    from launch import sysid_coverage
+
+    with pytest.raises(SystemExit) as exit_:
+        sysid_coverage.parse(args)  # before the runtime is set: nothing imports mujoco or compiles
+    assert exit_.value.code == message
+
+
+def test_coverage_takes_the_true_delay_as_a_range_and_the_initial_one_beside_the_model_values():
+    from launch import sysid_coverage
+
+    assert sysid_coverage.parse(["delay=[0.01,0.03]", f"init=[{DELAY}=0.02]", "spread=0.2"]).delay == [0.01, 0.03]
+    with pytest.raises(ValueError, match=r"^the coverage benchmark draws each dataset's true delay from a range; "):
+        coverage.models(PENDULUM.mj_model, {DAMPING: 0.1, DELAY: 0.02}, {})
+    true_model, guess_model = coverage.models(PENDULUM.mj_model, {DAMPING: 0.1}, {DAMPING: 0.2, DELAY: 0.02})
+    damping = ModelParameter.parse(DAMPING, PENDULUM.mj_model)
+    assert damping.read(true_model) == pytest.approx(0.1) and damping.read(guess_model) == pytest.approx(0.2)
 
 
 def friction_problem(amplitudes, frequencies):
@@ -346,6 +437,9 @@ def test_sysid_cli_writes_report_and_figure(tmp_path):
     assert report["parameters"][DAMPING]["estimate"] == pytest.approx(0.137, rel=0.01)
     assert report["noise"]["qvel"][0] == pytest.approx(1e-2, rel=0.2)
     assert report["seconds_per_jacobian"]["finite_difference"] > 0
+    assert 0 < report["fit_seconds"] <= report["process_seconds"]
+    timing = f"fit {report['fit_seconds']:.1f} s of {report['process_seconds']:.1f} s in this process"
+    assert f"{timing} (the rest: start-up, reading the data, the report, the figure, writing)\n" in result.stdout
     assert (tmp_path / "out" / "landscape.png").stat().st_size > 1000
 
 

@@ -3,14 +3,17 @@
 Each of K datasets is recorded by MuJoCo's C simulator from a model with known
 ("true") parameters, under its own smooth random excitation and start state, at
 one of several sampling rates (in turn), with Gaussian measurement noise of a
-random level, and fitted with the default settings from the model's initial
-guesses. Coverage is the fraction of datasets whose fit converged and whose 95%
-interval contains the true value; honest intervals give about 95%.
+random level, and fitted from the model's initial guesses. Optionally each dataset
+has its own true system: the model parameters spread log-uniformly around the
+true model's (`spread`), and a control delay drawn from a range, fitted as
+`signal:ctrl:delay`. Coverage is the fraction of datasets whose fit converged and
+whose 95% interval contains the true value; honest intervals give about 95%.
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,18 +33,25 @@ class Dataset:
 
     Attributes:
         dt: sample spacing (s). qpos_noise, qvel_noise: the noise simulated.
-        estimates, std_errors: per parameter. covered: whether each 95% interval holds the truth.
-        converged, steps: from the fit.
+        truth, estimates, std_errors: per parameter; `truth` is this dataset's true value.
+        covered: per parameter, whether the fit converged and its 95% interval holds the truth.
+        converged, steps: from the fit. fit_seconds: wall time of `fit` alone.
+        delay_error_ms: |estimated - true delay| in ms, and delay_within_step: whether that is at
+            most one sample spacing `dt`; both None without `signal:ctrl:delay` among the parameters.
     """
 
     dt: float
     qpos_noise: float
     qvel_noise: float
+    truth: list[float]
     estimates: list[float]
     std_errors: list[float]
     covered: list[bool]
     converged: bool
     steps: int
+    fit_seconds: float
+    delay_error_ms: float | None
+    delay_within_step: bool | None
 
 
 def simulate_and_fit(
@@ -56,55 +66,92 @@ def simulate_and_fit(
     qpos_noise: tuple[float, float],
     qvel_noise: tuple[float, float],
     method: str = "autodiff",
+    steps: int = 50,
+    delay: tuple[float, float] = (0.0, 0.0),
+    initial_delay: float | None = None,
+    spread: float = 0.0,
 ) -> Dataset:
     """Records one dataset from `true_model` and fits `keys` starting from `guess_model`.
 
     Args:
+        keys: model parameters, and `signal:ctrl:delay` to fit the control delay.
         initial_state: rng -> (qpos [nq], qvel [nv]).
         qpos_noise, qvel_noise: (low, high); the noise level is log-uniform in between.
+        steps: the fit's Levenberg-Marquardt iterations at most.
+        delay: (low, high) seconds, low <= high: the true control delay is uniform in between (low
+            when equal). It is simulated even without `signal:ctrl:delay` in `keys`; the fit then assumes none.
+        initial_delay: the fit's initial delay (default: `delay`'s low end).
+        spread: each model parameter in `keys` of the true model is multiplied by exp(U(-spread, spread)).
     """
-    truth = np.array([ModelParameter.parse(key, true_model).read(true_model) for key in keys])
     sigma_qpos, sigma_qvel = (float(np.exp(rng.uniform(*np.log(bounds)))) for bounds in (qpos_noise, qvel_noise))
     ctrl = random_excitation(seconds, dt, true_model.nu, rng, max_hz)
     qpos0, qvel0 = initial_state(rng)
-    data = record(true_model, ctrl, qpos0, qvel0, dt, sigma_qpos, sigma_qvel, rng)
-    problem = Problem(guess_model, keys, data)
-    result = fit(problem, method=method)
-    report = analyze(keys, result.values, result.information, result.converged)
+    model_keys, _ = signals.split(keys)
+    if spread > 0:
+        true_model = copy.deepcopy(true_model)
+        for key in model_keys:
+            parameter = ModelParameter.parse(key, true_model)
+            parameter.write_mj(true_model, parameter.read(true_model) * np.exp(rng.uniform(-spread, spread)))
+    true_delay = float(rng.uniform(*delay)) if delay[1] > delay[0] else float(delay[0])
+    truth = [
+        true_delay if key == signals.DELAY else float(ModelParameter.parse(key, true_model).read(true_model))
+        for key in keys
+    ]
+    data = record(true_model, ctrl, qpos0, qvel0, dt, sigma_qpos, sigma_qvel, rng, delay=true_delay)
+    fitted_delay = signals.DELAY in keys
+    start = delay[0] if initial_delay is None else initial_delay
+    problem = Problem(guess_model, keys, data, signal_values={signals.DELAY: start} if fitted_delay else None)
+    started = time.perf_counter()
+    result = fit(problem, steps=steps, method=method)
+    fit_seconds = time.perf_counter() - started
+    report = analyze(keys, result.values, result.information, result.converged, units=problem.report_units())
     entries = [report["parameters"][key] for key in keys]
     covered = [result.converged and e["ci95"][0] <= t <= e["ci95"][1] for e, t in zip(entries, truth, strict=True)]
+    delay_error = abs(entries[keys.index(signals.DELAY)]["estimate"] - true_delay) if fitted_delay else None
     return Dataset(
         dt=dt,
         qpos_noise=sigma_qpos,
         qvel_noise=sigma_qvel,
+        truth=truth,
         estimates=[e["estimate"] for e in entries],
         std_errors=[e["std_error"] for e in entries],
         covered=[bool(c) for c in covered],
         converged=result.converged,
         steps=result.steps,
+        fit_seconds=fit_seconds,
+        delay_error_ms=None if delay_error is None else 1000 * delay_error,
+        delay_within_step=None if delay_error is None else bool(delay_error <= dt),
     )
 
 
-def summarize(datasets: list[Dataset], keys: tuple[str, ...], truth: np.ndarray) -> dict:
-    """Coverage, median relative error and convergence, over all datasets and per sampling rate.
+def summarize(datasets: list[Dataset], keys: tuple[str, ...]) -> dict:
+    """Coverage, errors against each dataset's truth, convergence and fit time, overall and per sampling rate.
 
     Returns:
-        {"all": {...}, "dt=<rate>": {...}} where each holds `datasets`,
-        `converged`, `median_steps`, and per key `coverage` and `median_relative_error`.
+        {"all": {...}, "dt=<rate>": {...}} where each holds `datasets`, `converged`,
+        `median_steps`, `median_fit_seconds`, and per key `coverage` and, for a model
+        parameter, `median_relative_error`; for `signal:ctrl:delay`, `median_error_ms` and
+        `within_one_step`, the fraction of datasets whose fit converged with the delay
+        within one sample spacing of the truth.
     """
 
     def stats(group: list[Dataset]) -> dict:
-        errors = np.abs(np.array([d.estimates for d in group]) / truth[None] - 1)
+        truth, estimates = np.array([d.truth for d in group]), np.array([d.estimates for d in group])
         covered = np.array([d.covered for d in group])
-        return {
+        summary = {
             "datasets": len(group),
             "converged": int(sum(d.converged for d in group)),
             "median_steps": float(np.median([d.steps for d in group])),
-            **{
-                key: {"coverage": float(covered[:, i].mean()), "median_relative_error": float(np.median(errors[:, i]))}
-                for i, key in enumerate(keys)
-            },
+            "median_fit_seconds": float(np.median([d.fit_seconds for d in group])),
         }
+        for i, key in enumerate(keys):
+            summary[key] = {"coverage": float(covered[:, i].mean())}
+            if key == signals.DELAY:
+                summary[key]["median_error_ms"] = float(np.median([d.delay_error_ms for d in group]))
+                summary[key]["within_one_step"] = float(np.mean([d.converged and d.delay_within_step for d in group]))
+            else:
+                summary[key]["median_relative_error"] = float(np.median(np.abs(estimates[:, i] / truth[:, i] - 1)))
+        return summary
 
     rates = sorted({d.dt for d in datasets})
     return {"all": stats(datasets), **{f"dt={r:g}": stats([d for d in datasets if d.dt == r]) for r in rates}}
@@ -113,18 +160,24 @@ def summarize(datasets: list[Dataset], keys: tuple[str, ...], truth: np.ndarray)
 def models(
     model: mujoco.MjModel, true_values: dict[str, float], initial_values: dict[str, float]
 ) -> tuple[mujoco.MjModel, mujoco.MjModel]:
-    """(true model, model holding the initial guesses): copies of `model` with the values written in.
+    """(true model, model holding the initial guesses): copies of `model` with the model values written in.
+
+    `initial_values` may hold `signal:ctrl:delay`, the fit's initial delay (`simulate_and_fit`'s
+    `initial_delay`), which no model holds.
 
     Raises:
-        ValueError: a signal parameter (`signal:ctrl:delay`): the benchmark covers model parameters only.
+        ValueError: a signal parameter among `true_values` (each dataset draws its true delay from a
+            range), or an unknown one among `initial_values`.
     """
-    for key in [*true_values, *initial_values]:
+    for key in true_values:
         if signals.is_signal(key):
             raise ValueError(
-                f"the coverage benchmark fits model parameters only, not '{key}'; fit a delay with launch/sysid.py"
+                f"the coverage benchmark draws each dataset's true delay from a range; give delay=[low,high] "
+                f"(seconds) instead of '{key}' among the true values"
             )
+    model_init, _ = signals.split_values(initial_values)
     true_model, guess_model = copy.deepcopy(model), copy.deepcopy(model)
-    for target, values in ((true_model, true_values), (guess_model, initial_values)):
+    for target, values in ((true_model, true_values), (guess_model, model_init)):
         for key, value in values.items():
             ModelParameter.parse(key, target).write_mj(target, value)
     return true_model, guess_model
