@@ -263,17 +263,18 @@ def test_ppo_takes_playgrounds_own_values_for_each_task_and_keeps_the_scaled_bat
 def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
     from shac.tools.benchmarks.playground import extend_results
 
-    def part(command, date, survey, learning):
-        return {"command": command, "date": date, "survey": survey, "learning": learning, "cpu_count": 2}
+    def part(command, date, survey, learning, load):
+        return {"command": command, "date": date, "survey": survey, "learning": learning, "load_average_at_start": load}
 
     a_shac = {"runs": [1], "budget_s": 300, "chosen": {"shac": "paper"}}
-    first = part("run a", "2026-12-01 10:43 UTC", [{"task": "A"}], {"playground/A": a_shac})
-    second = part("run b", "2026-12-01 13:05 UTC", [], {"playground/B": {"runs": [2]}})
+    first = part("run a", "2026-12-01 10:43 UTC", [{"task": "A"}], {"playground/A": a_shac}, [1.0, 1.5, 2.0])
+    second = part("run b", "2026-12-01 13:05 UTC", [], {"playground/B": {"runs": [2]}}, [2.0] * 3)
     a_ppo = {"runs": [3], "budget_s": 600, "chosen": {"shac": "other", "ppo": "playground"}}
-    new = part("run c", "2026-12-01 15:00 UTC", [], {"playground/A": a_ppo})
+    new = part("run c", "2026-12-01 15:00 UTC", [], {"playground/A": a_ppo}, [3.0] * 3)
     merged = extend_results([first, second], new)
     assert merged["command"] == "run a\nrun b\nrun c"
     assert merged["date"] == "2026-12-01 10:43 UTC"
+    assert merged["load_average_at_start"] == first["load_average_at_start"] != new["load_average_at_start"]
     assert merged["survey"] == [{"task": "A"}]
     assert list(merged["learning"]) == ["playground/A", "playground/B"]
     # a task learned in two parts: the first part's settings, every part's runs, each method's first choice

@@ -176,11 +176,14 @@ def published_ppo(name: str, scaled: PPOConfig) -> PPOConfig:
 
 def extend_results(earlier: list[dict], results: dict) -> dict:
     """`results` (a new suite=playground run, before it measures) after the survey entries and learning
-    runs of `earlier` runs, with every run's command (one per line) and the first run's date. A task
-    learned in several parts keeps its first part's settings and the runs of every part."""
+    runs of `earlier` runs, with every run's command (one per line), and the date and load average of
+    the first run. A task learned in several parts keeps its first part's settings and the runs of every part."""
     parts = [*earlier, results]
     commands = [run["command"] for run in parts]
-    merged = {**results, "command": "\n".join(commands), "date": min(run["date"] for run in parts)}
+    first = min(parts, key=lambda run: run["date"])
+    merged = {**results, "command": "\n".join(commands), "date": first["date"]}
+    if "load_average_at_start" in first:
+        merged["load_average_at_start"] = first["load_average_at_start"]
     merged["survey"] = [entry for run in parts for entry in run["survey"]]
     learning: dict[str, dict] = {}
     for task, run in ((task, run) for part in parts for task, run in part["learning"].items()):
