@@ -75,7 +75,7 @@ def test_a_yaml_exponent_without_a_dot_still_reads_as_a_number(tmp_path):
     ("text", "message"),
     [
         ("body:pole:volume: 1.0\n", "unsupported parameter 'body:pole:volume'; accepted: joint:<name>:damping|"),
-        ("body:pol:mass: 1.0\n", "no body named 'pol' in the model; bodys: world, cart, pole"),
+        ("body:pol:mass: 1.0\n", "no body named 'pol' in the model; bodies: world, cart, pole"),
         ("joint:elbow:damping: 0.1\n", "no joint named 'elbow' in the model; joints: slider, hinge"),
         ("body:pole:mass: -0.5\n", "'body:pole:mass' = -0.5 must be > 0 (a mass; the inertia is scaled with it)"),
         ("joint:hinge:damping: -0.1\n", "'joint:hinge:damping' = -0.1 must be >= 0 (damping cannot be negative)"),

@@ -132,7 +132,8 @@ class ModelParameter:
         object_id = mujoco.mj_name2id(model, _OBJECT_TYPES[element], name)
         if object_id < 0:
             names = [mujoco.mj_id2name(model, _OBJECT_TYPES[element], i) for i in range(_count(model, element))]
-            raise ValueError(f"no {element} named '{name}' in the model; {element}s: {', '.join(map(str, names))}")
+            plural = "bodies" if element == "body" else f"{element}s"
+            raise ValueError(f"no {element} named '{name}' in the model; {plural}: {', '.join(map(str, names))}")
         if element == "actuator":
             _check_actuator(model, key, object_id, attribute)
         writes = ATTRIBUTES[(element, attribute)]
