@@ -206,6 +206,13 @@ def main(argv: list[str]) -> None:
     fit_started = time.perf_counter()
     result = fit(problem, steps=args.steps, method=args.method, on_step=progress)
     fit_seconds = time.perf_counter() - fit_started
+    if result.delay_start is not None:
+        candidates = problem.delay_candidates()
+        print(
+            f"the delay started at {1000 * result.delay_start:.4g} ms, the least cost of {len(candidates)} delays "
+            f"from {1000 * candidates[0]:.4g} to {1000 * candidates[-1]:.4g} ms (the other parameters at their "
+            "initial values)"
+        )
     motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)
     report = analyze(
         tuple(args.params),
@@ -230,6 +237,7 @@ def main(argv: list[str]) -> None:
     report = {
         "converged": result.converged,
         "stalled": result.stalled,
+        "delay_start": result.delay_start,
         "steps": result.steps,
         "step_length": result.step_length,
         **report,

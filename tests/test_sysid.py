@@ -22,6 +22,7 @@ from launch import cli
 from launch.record_trajectory import RecordArgs, controls, simulate, start_state
 from shac.sysid import coverage
 from shac.sysid.fit import Problem, fit
+from shac.sysid.parameters import Bounds
 from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
 from shac.sysid.report import analyze, recorded_motion, summary_lines
 from shac.sysid.signals import DELAY
@@ -503,6 +504,24 @@ def test_fit_recovers_a_control_delay_and_the_damping():
     lines = summary_lines(report)
     assert re.fullmatch(r"signal:ctrl:delay: \d+\.\d+ ms ± 0\.\d+ ms, 95% CI \[\d+\.\d+, \d+\.\d+\] ms", lines[2])
     assert "controls delayed by the fitted delay, otherwise exact;" in lines[3] and "exact controls" not in lines[3]
+
+
+def test_a_delay_of_several_steps_is_found_by_the_scan_before_the_fit():
+    # 120 ms is 2.4 sample spacings; the scan starts the fit at it (the pendulum's fit from 0 gets there too,
+    # the arm's from 10 ms did not: docs/sysid.md, coverage benchmark)
+    ctrl = multisine(8.0, PENDULUM.ctrl_dt, [1.0, 0.6, 0.4], [1.5, 3.7, 6.1])
+    data = record(model_with(damping=0.1), ctrl, np.array([np.pi]), np.array([0.0]), PENDULUM.ctrl_dt, 0.002, 0.02,
+                  seed=1, delay=0.12)  # fmt: skip
+    bounds = {DELAY: Bounds(upper=0.2)}
+    problem = Problem(model_with(damping=0.05), [DAMPING, DELAY], data, bounds=bounds, signal_values={DELAY: 0.0})
+    # each physics step (10 ms) up to 8, then 25% apart, rounded to steps: 10, 12.5 -> 12, 15.6 -> 16, 19.5 -> 20
+    expected = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.1, 0.12, 0.16, 0.2]
+    np.testing.assert_allclose(problem.delay_candidates(), expected, atol=1e-12)
+    result = fit(problem, method="finite_difference")
+    assert result.delay_start == pytest.approx(0.12)
+    assert result.converged and result.values[1] == pytest.approx(0.12, abs=0.002)
+    assert result.values[0] == pytest.approx(0.1, rel=0.01)
+    assert fit(problem, method="finite_difference", steps=0, delay_scan=False).delay_start is None
 
 
 def test_a_fit_that_ignores_the_delay_biases_the_damping():

@@ -59,6 +59,9 @@ from shac.sysid.parameters import Bounds
 from shac.sysid.recording import SPACING_RTOL, Trajectory, simulate_mujoco
 
 METHODS = ("autodiff", "finite_difference")
+DELAY_SCAN_LINEAR = 8
+DELAY_SCAN_GROWTH = 1.25
+"""The delay scan before a fit (`Problem.delay_candidates`): every physics step up to 8, then 25% apart."""
 MIN_SEGMENT_SAMPLES = 5
 
 
@@ -289,6 +292,17 @@ class Problem:
     def initial_values(self) -> np.ndarray:
         model = iter(p.read(self.mj_model) for p in self.parameters)
         return np.array([self.delay if i == self.delay_index else next(model) for i in range(len(self.keys))])
+
+    def delay_candidates(self) -> np.ndarray:
+        """[C] delays (s) a fit may start from: the initial one, every physics step up to
+        `DELAY_SCAN_LINEAR` of them, then steps growing by `DELAY_SCAN_GROWTH` (rounded to physics
+        steps) up to the delay's upper bound."""
+        bounds, h = self.bounds[self.delay_index], self.mj_model.opt.timestep
+        steps, k = list(range(DELAY_SCAN_LINEAR + 1)), float(DELAY_SCAN_LINEAR)
+        while (k := k * DELAY_SCAN_GROWTH) * h <= bounds.upper:
+            steps.append(round(k))
+        candidates = bounds.lower + h * np.unique(steps)
+        return np.unique(np.append(candidates[candidates <= bounds.upper], self.delay))
 
     def theta_limits(self) -> tuple[np.ndarray, np.ndarray]:
         """[P] lower and upper bounds of the fit's variables (-inf, inf where the parametrisation keeps the bounds)."""
@@ -537,6 +551,7 @@ class FitResult:
         losses: mean squared weighted residual after each accepted step.
         step_length: the last Gauss-Newton step in standard errors.
         seconds_per_jacobian: median time of one Jacobian (all segments).
+        delay_start: the delay (s) the fit started from after `scan_delay`; None without a scan.
     """
 
     values: np.ndarray
@@ -551,6 +566,26 @@ class FitResult:
     losses: list[float]
     step_length: float
     seconds_per_jacobian: float
+    delay_start: float | None = None
+
+
+def scan_delay(problem: Problem, weights: np.ndarray, method: str = "autodiff") -> float:
+    """The delay (s) of least cost among `problem.delay_candidates()`, the other parameters at their
+    initial values and the segments starting from their measured states.
+
+    The cost is far from quadratic in the delay over several control steps (the fit's Gauss-Newton
+    model holds within about one), and a start one or two steps off can settle where the other
+    parameters absorb the lag (a larger armature, no damping); a scan of single simulations is cheap.
+    """
+    residuals_of = problem.residuals if method == "autodiff" else problem.residuals_mujoco
+    values, x0 = problem.initial_values, problem.segments.measured[:, 0]
+    candidates = problem.delay_candidates()
+    costs = []
+    for delay in candidates:
+        values[problem.delay_index] = delay
+        residuals = residuals_of(values, x0, weights)
+        costs.append(float(np.sum(residuals**2)) if np.isfinite(residuals).all() else np.inf)
+    return float(candidates[int(np.argmin(costs))])
 
 
 def fit(
@@ -560,6 +595,7 @@ def fit(
     method: str = "autodiff",
     max_rounds: int = 5,
     on_step: Callable[[int, float, np.ndarray], None] | None = None,
+    delay_scan: bool = True,
 ) -> FitResult:
     """Fits the parameters and start states by Levenberg-Marquardt, estimating the noise unless given.
 
@@ -574,6 +610,8 @@ def fit(
         tolerance: converged when the Gauss-Newton step is shorter than this many standard errors.
         method: "autodiff" (MJX forward mode) or "finite_difference" (MuJoCo's C simulator).
         on_step: called with (step, loss, values) after each iteration.
+        delay_scan: start a fitted delay at the least-cost delay of `scan_delay` (the initial
+            delay among the candidates), not at the initial delay alone.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method '{method}'; available: {', '.join(METHODS)}")
@@ -596,7 +634,11 @@ def fit(
 
         return residuals_fn, jacobian_fn
 
-    theta = problem.to_theta(problem.initial_values)
+    values = problem.initial_values
+    delay_start = None
+    if problem.delay_index is not None and delay_scan:
+        delay_start = values[problem.delay_index] = scan_delay(problem, 1.0 / noise, method)
+    theta = problem.to_theta(values)
     x0 = problem.segments.measured[:, 0].copy()
     total, losses, settled = 0, [], problem.noise_given
     count = problem.segments.measured.size
@@ -639,4 +681,5 @@ def fit(
         losses=losses,
         step_length=solution.step_length,
         seconds_per_jacobian=float(np.median(timings[1:] if len(timings) > 1 else timings)),
+        delay_start=delay_start,
     )
