@@ -335,7 +335,8 @@ def test_sysid_cli_fits_a_robot_log_and_writes_identified_xml(tmp_path):
     estimate = report["parameters"]["joint:hinge:damping"]["estimate"]
     assert estimate == pytest.approx(0.137, rel=0.01)
     assert report["units"]["angular_velocity"] == "deg/s" and report["identified_xml"]["written"] is True
-    assert result.stdout.splitlines()[-1] == f"model: {tmp_path / 'out' / 'identified.xml'}"
+    model_line, time_line = result.stdout.splitlines()[-2:]
+    assert model_line == f"model: {tmp_path / 'out' / 'identified.xml'}" and time_line.startswith("fit ")
     text = (tmp_path / "out" / "identified.xml").read_text()
     assert "converged." in text and "signal:ctrl:delay: none" in text
     model = mujoco.MjModel.from_xml_path(str(tmp_path / "out" / "identified.xml"))
