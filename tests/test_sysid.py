@@ -506,6 +506,16 @@ def test_fit_recovers_a_control_delay_and_the_damping():
     assert "controls delayed by the fitted delay, otherwise exact;" in lines[3] and "exact controls" not in lines[3]
 
 
+def test_a_non_finite_information_matrix_gives_no_interval_and_no_error():
+    # an unstable simulation in the last Jacobian leaves NaN in the information; its entries count as none
+    information = np.array([[4.0, np.nan], [np.nan, 1e6]])
+    report = analyze((DAMPING, "joint:hinge:frictionloss"), np.array([0.1, 0.2]), information)
+    damping, friction = report["parameters"][DAMPING], report["parameters"]["joint:hinge:frictionloss"]
+    assert not damping["reliable"] and not friction["reliable"]
+    # without the NaN pair the two are independent: relative std 1 / sqrt(4 * 0.1^2) = 5 and 1 / sqrt(1e6 * 0.2^2)
+    assert damping["relative_std"] == pytest.approx(5.0) and friction["relative_std"] == pytest.approx(0.005)
+
+
 def test_a_delay_of_several_steps_is_found_by_the_scan_before_the_fit():
     # 120 ms is 2.4 sample spacings; the scan starts the fit at it (the pendulum's fit from 0 gets there too,
     # the arm's from 10 ms did not: docs/sysid.md, coverage benchmark)

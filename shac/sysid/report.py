@@ -78,6 +78,9 @@ def analyze(
     units = units or {}
     scale = np.array([units.get(key, values[i]) for i, key in enumerate(keys)], np.float64)
     fisher = information * scale[:, None] * scale[None, :]
+    finite = np.isfinite(fisher)
+    if not finite.all():  # an unstable simulation in the last Jacobian: its entries carry no information
+        fisher, reliable = np.where(finite, fisher, 0.0), False
     eigenvalues, eigenvectors = np.linalg.eigh(fisher)
     determined = eigenvalues > SINGULAR_RTOL * max(eigenvalues.max(), 0.0)
     inverse = np.where(determined, 1.0 / np.where(determined, eigenvalues, 1.0), np.inf)
