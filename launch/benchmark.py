@@ -6,9 +6,9 @@ suite=playground (with env=playground) surveys MuJoCo Playground's tasks (built,
 configs/peers/<env>.yaml with one seed, then SHAC (and with methods=[...] AHAC,
 SAPO) and each peer's best configuration with `seeds` seeds, all with the same
 training wall-clock budget per run (compile and evaluation time excluded) and
-the same deterministic evaluation; suite=throughput times SHAC's epoch
-against its forward rollout and brax APG's update over an (N, h) grid
-(`preset=gpu` for an accelerator). Writes results.json and PNG plots into the
+the same deterministic evaluation; suite=throughput times SHAC's epoch,
+part by part, against its forward rollout and brax APG's update, at each env's
+own N and h or over an (N, h) grid (`preset=gpu` for an accelerator). Writes results.json and PNG plots into the
 run directory and, unless docs= is empty, copies them to
 docs/benchmarks/<section>/ and replaces the generated section of
 docs/benchmarks.md. See shac/tools/benchmarks/.
@@ -128,12 +128,12 @@ def throughput(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     for name in results["envs"]:
         env = make_env(dataclasses.replace(config.env, name=name), config.randomization, config.smoothing)
         algo = config.algo if name == config.env.name else env_algo(name)
-        for n in grid.num_envs:
-            for h in grid.horizons:
+        for n in grid.num_envs or (algo.num_envs,):
+            for h in grid.horizons or (algo.horizon,):
                 print(f"{name} N={n} h={h}", flush=True)
                 apg = next(iter(config.apg.values())) if grid.apg else None  # the first configuration listed
                 point = throughput.measure_point(name, env, algo, n, h, grid.repeats, apg, grid.apg_updates)
-                print("  " + ", ".join(f"{k} {v:.3g}" for k, v in point.items() if isinstance(v, float)), flush=True)
+                print("  " + ", ".join(f"{k} {v:.4g}" for k, v in point.items() if isinstance(v, float)), flush=True)
                 results["points"].append(point)
                 (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
@@ -206,7 +206,10 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
         return f"learning_{results['env']}", table, plots
     section = f"throughput_{'_'.join(results['envs'])}_{results['preset']}"
     points = results["points"]
-    return section, report.throughput_table(points), [report.plot_throughput(points, out / "throughput.png")]
+    table = report.throughput_table(points)
+    if any("critic_fit_s" in p for p in points):
+        table += f"\n\nWhere the epoch's time goes (ms, share of the epoch):\n\n{report.epoch_parts_table(points)}"
+    return section, table, [report.plot_throughput(points, out / "throughput.png")]
 
 
 def write_docs(doc: Path, section: str, results: dict, table: str, files: list[Path], rendered_by: str) -> None:

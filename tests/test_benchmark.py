@@ -195,6 +195,52 @@ def test_throughput_gpu_preset_runs_a_tiny_point_on_cpu(tmp_path):
     assert (tmp_path / "throughput.png").is_file()
 
 
+def test_throughput_measures_each_env_at_its_own_defaults_with_the_epochs_parts(tmp_path):
+    run_cli(
+        "launch/benchmark.py",
+        "suite=throughput",
+        "env=pendulum_swingup",
+        "algo.num_envs=4",
+        "algo.horizon=3",
+        "throughput.repeats=1",
+        "throughput.apg=false",
+        "docs=",
+        f"hydra.run.dir={tmp_path}",
+    )
+    results = json.loads((tmp_path / "results.json").read_text())
+    [point] = results["points"]
+    assert (point["env"], point["num_envs"], point["horizon"]) == ("pendulum_swingup", 4, 3)  # the config's own
+    parts = ("gradient_s", "actor_update_s", "critic_fit_s", "target_update_s")
+    assert all(point[part] > 0 for part in parts)
+    assert point["backward_s"] == pytest.approx(point["gradient_s"] - point["forward_s"])
+    assert point["rest_s"] == pytest.approx(point["epoch_s"] - sum(point[part] for part in parts))
+    assert point["steps_per_s"] == pytest.approx(12 / point["epoch_s"])
+    assert point["forward_steps_per_s"] == pytest.approx(12 / point["forward_s"])
+
+
+def test_epoch_parts_table_gives_each_part_in_ms_and_as_a_share():
+    point = {
+        "env": "ant",
+        "num_envs": 64,
+        "horizon": 8,
+        "epoch_s": 0.2,
+        "forward_s": 0.05,
+        "backward_s": 0.07,
+        "actor_update_s": 0.002,
+        "critic_fit_s": 0.06,
+        "target_update_s": 0.001,
+        "rest_s": 0.017,
+        "steps_per_s": 2560.0,
+        "forward_steps_per_s": 10240.0,
+    }
+    table = report.epoch_parts_table([point, {"env": "old", "epoch_s": 1.0}])
+    assert table.splitlines()[2] == (
+        "| ant | 64 | 8 | 2,560 | 10,240 | 200.0 | 50.0 (25%) | 70.0 (35%) | 2.0 (1%) | 60.0 (30%) | 1.0 (0%) "
+        "| 17.0 (8%) |"
+    )
+    assert len(table.splitlines()) == 3  # a point measured before the parts were timed is left out
+
+
 def test_gradient_profile_prints_times_and_the_largest_kernels(tmp_path):
     out = run_cli(
         "launch/profile_gradient.py", "env=pendulum_swingup", "num_envs=2", "horizon=4", "top=3", f"out={tmp_path}"

@@ -80,10 +80,10 @@ class ThroughputOptions:
 
     envs: tuple[str, ...] = ()
     """Environments to measure, each with its configs/env/<name>.yaml SHAC settings; empty: `env`."""
-    num_envs: tuple[int, ...] = (16, 64, 256)
-    """N values."""
-    horizons: tuple[int, ...] = (8, 16, 32, 64, 128)
-    """h values."""
+    num_envs: tuple[int, ...] = ()
+    """N values; empty: each environment's own (`algo.num_envs` of configs/env/<name>.yaml)."""
+    horizons: tuple[int, ...] = ()
+    """h values; empty: each environment's own (`algo.horizon`)."""
     repeats: int = 3
     """Timed calls per measurement after a warm-up call (the median is reported)."""
     apg: bool = True
@@ -200,8 +200,8 @@ def validate_benchmark(config: BenchmarkConfig) -> None:
             )
     grid = config.throughput
     for name, values in {"throughput.num_envs": grid.num_envs, "throughput.horizons": grid.horizons}.items():
-        if not values or min(values) < 1:
-            raise ConfigError(f"{name} must be a non-empty list of values >= 1, got {list(values)}")
+        if values and min(values) < 1:
+            raise ConfigError(f"{name} must be values >= 1 (empty: each env's own), got {list(values)}")
 
 
 def register_benchmark_config() -> None:

@@ -250,6 +250,35 @@ def throughput_table(points: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def epoch_parts_table(points: Sequence[dict]) -> str:
+    """One Markdown row per point: env steps/s with and without the gradient, and each part of the
+    epoch in ms with its share of the epoch (points measured before the parts were timed are left out)."""
+    parts = ("forward", "backward", "actor_update", "critic_fit", "target_update", "rest")
+    header = [
+        "env",
+        "N",
+        "h",
+        "steps/s (epoch)",
+        "steps/s (forward)",
+        "epoch (ms)",
+        *(p.replace("_", " ") for p in parts),
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for p in (p for p in points if "critic_fit_s" in p):
+        shares = [f"{p[f'{part}_s'] * 1e3:.1f} ({p[f'{part}_s'] / p['epoch_s']:.0%})" for part in parts]
+        cells = [
+            p["env"],
+            str(p["num_envs"]),
+            str(p["horizon"]),
+            f"{p['steps_per_s']:,.0f}",
+            f"{p['forward_steps_per_s']:,.0f}",
+            f"{p['epoch_s'] * 1e3:.1f}",
+            *shares,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot_throughput(points: Sequence[dict], path: Path) -> Path:
     """Gradient overhead and epoch memory against h, one line per (env, N)."""
     import matplotlib

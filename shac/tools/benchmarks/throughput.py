@@ -8,13 +8,19 @@ so the ratios compare like with like:
   policy and physics, with the target critic's values; no gradient);
 - epoch_s: the full SHAC epoch (that window with its gradient, the actor step,
   critic fitting, target update); overhead = epoch_s / forward_s;
+- the epoch's parts, each compiled and timed on its own: gradient_s (the window
+  with its gradient; backward_s = gradient_s - forward_s), actor_update_s (clip
+  and Adam step), critic_fit_s (targets and every critic minibatch update),
+  target_update_s, and rest_s = epoch_s minus the parts (negative where XLA
+  overlaps or fuses parts inside the one epoch);
+- steps_per_s and forward_steps_per_s: N * h env steps over epoch_s and over forward_s;
 - apg_update_s: one update of brax's APG at the same N and h (its own
   training loop, timed by brax; its first two epochs, which compile, are left out);
 - epoch_memory_bytes: XLA's buffer assignment for the compiled epoch
   (arguments + outputs + temporaries - aliased), from `memory_analysis()`; on
   accelerators the device's peak bytes in use so far is added.
 
-Forward and epoch calls alternate, and the median of `repeats` calls is kept.
+The calls alternate, and the median of `repeats` calls of each is kept.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ import time
 from dataclasses import replace
 
 import jax
+import optax
 from brax.training.agents.apg import train as apg_train
 
 from envs import MjxEnv
 from envs.private_apis import brax_apg_evaluations
 from shac.config import AlgoConfig
 from shac.core.algorithm import Shac, TrainState
+from shac.core.rollout import zero_probes
 from shac.tools.benchmarks.config import APGConfig
 from shac.tools.benchmarks.learning import apg_arguments
 
@@ -57,8 +65,59 @@ def _timed(fn, *args):
     return out, time.perf_counter() - start
 
 
+def epoch_parts(shac: Shac, state: TrainState) -> dict:
+    """The epoch's parts as separately compiled functions of `state`, each with its arguments:
+    {name: (compiled function, args)} for gradient, actor_update, critic_fit and target_update."""
+    config = shac.config
+    _, reset_key, rollout_key, critic_key = jax.random.split(state.key, 4)
+    reset_states = jax.vmap(shac.env.reset)(jax.random.split(reset_key, config.num_envs))
+    probes = zero_probes(state.env_state.pipeline_state, config.horizon)
+
+    def gradient(state, probes):
+        return jax.value_and_grad(
+            lambda params, probes: shac.actor_objective(params, state, reset_states, rollout_key, probes),
+            argnums=(0, 1),
+            has_aux=True,
+        )(state.actor_params, probes)
+
+    def actor_update(state, grads):
+        updates, opt_state = shac.actor_optimizer.update(grads, state.actor_opt_state, state.actor_params)
+        return optax.apply_updates(state.actor_params, updates), opt_state
+
+    def critic_fit(state, window):
+        targets = shac.critic_targets(window, state)
+        obs = window.obs.reshape(-1, window.obs.shape[-1])
+        return shac.fit_critic(
+            state.critic_params,
+            state.critic_opt_state,
+            obs,
+            targets.reshape(-1),
+            window.active.reshape(-1),
+            critic_key,
+            state.epoch,
+        )
+
+    def target_update(state):
+        alpha = config.target_alpha
+        return jax.tree.map(
+            lambda target, online: alpha * target + (1.0 - alpha) * online,
+            state.target_critic_params,
+            state.critic_params,
+        )
+
+    (_, (_, window)), (grads, _) = jax.jit(gradient)(state, probes)
+    window = jax.lax.stop_gradient(window)
+    arguments = {
+        "gradient": (gradient, (state, probes)),
+        "actor_update": (actor_update, (state, grads)),
+        "critic_fit": (critic_fit, (state, window)),
+        "target_update": (target_update, (state,)),
+    }
+    return {name: (jax.jit(fn).lower(*args).compile(), args) for name, (fn, args) in arguments.items()}
+
+
 def measure_shac(env: MjxEnv, config: AlgoConfig, repeats: int) -> dict:
-    """compile_s, forward_s, epoch_s, overhead and epoch_memory_bytes of SHAC with `config` on `env`."""
+    """Everything the module docstring lists for SHAC with `config` on `env`, as a JSON-ready dict."""
     shac = Shac(config, env)
     state = jax.block_until_ready(jax.jit(shac.init)(jax.random.key(0)))
     start = time.perf_counter()
@@ -72,21 +131,35 @@ def measure_shac(env: MjxEnv, config: AlgoConfig, repeats: int) -> dict:
         + memory.temp_size_in_bytes
         - memory.alias_size_in_bytes
     )
-    forward(state)  # warm-up calls
-    state, _ = jax.block_until_ready(epoch(state))
-    forward_times, epoch_times = [], []
+    state, _ = jax.block_until_ready(epoch(state))  # warm-up call; the parts are timed from its state
+    parts = epoch_parts(shac, state)
+    calls = {"forward": (forward, (state,)), **parts}
+    for fn, args in calls.values():  # warm-up calls
+        jax.block_until_ready(fn(*args))
+    times = {name: [] for name in (*calls, "epoch")}
     for _ in range(repeats):
-        forward_times.append(_timed(forward, state)[1])
+        for name, (fn, args) in calls.items():
+            times[name].append(_timed(fn, *args)[1])
         (state, _), seconds = _timed(epoch, state)
-        epoch_times.append(seconds)
-    forward_s, epoch_s = statistics.median(forward_times), statistics.median(epoch_times)
+        times["epoch"].append(seconds)
+    median = {name: statistics.median(laps) for name, laps in times.items()}
+    steps = config.num_envs * config.horizon
+    parts_s = median["gradient"] + median["actor_update"] + median["critic_fit"] + median["target_update"]
     return {
         "compile_s": compile_s,
-        "forward_s": forward_s,
-        "epoch_s": epoch_s,
-        "overhead": epoch_s / forward_s,
-        "forward_times_s": forward_times,
-        "epoch_times_s": epoch_times,
+        "forward_s": median["forward"],
+        "epoch_s": median["epoch"],
+        "overhead": median["epoch"] / median["forward"],
+        "gradient_s": median["gradient"],
+        "backward_s": median["gradient"] - median["forward"],
+        "actor_update_s": median["actor_update"],
+        "critic_fit_s": median["critic_fit"],
+        "target_update_s": median["target_update"],
+        "rest_s": median["epoch"] - parts_s,
+        "steps_per_s": steps / median["epoch"],
+        "forward_steps_per_s": steps / median["forward"],
+        "forward_times_s": times["forward"],
+        "epoch_times_s": times["epoch"],
         "epoch_memory_bytes": int(epoch_memory),
     }
 
