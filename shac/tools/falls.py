@@ -1,0 +1,159 @@
+"""Why episodes end in a fall: what the robot and the policy did in the steps before each one.
+
+`launch/falls.py run_dir=<dir> [episodes=64] [before=30]` calls `fall_report_of_run`. It runs the
+run's deterministic policy for full episodes (the same episodes `launch/evaluate.py` runs for the
+same seed), records per step the root body's height, uprightness (the z component of its up axis:
+1 upright, 0 on its side), forward speed (x velocity), whether any geoms touch, and the actions'
+saturation (the fraction of components with |a| > 0.95), and compares the `before` steps preceding
+each fall with the steps of the episodes that did not fall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from envs import MjxEnv
+from shac.core.networks import act
+from shac.core.rollout import in_contact
+from shac.run.serialization import load_run_policy
+
+SIGNALS = ("height", "uprightness", "forward_speed", "in_contact", "saturation", "action_norm")
+"""The per-step quantities recorded, in the order of `record_episodes`'s last axis."""
+
+
+def root_body(env: MjxEnv, body: str | None) -> int:
+    """Index of `body` in the env's model, or of its first body (the robot's root) when None.
+
+    Raises:
+        ValueError: no body of that name; the message lists the model's bodies.
+    """
+    model = env.mj_model
+    if body is None:
+        return 1
+    index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, body)
+    if index < 0:
+        names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(1, model.nbody)]
+        raise ValueError(f"no body '{body}' in the model; its bodies: {', '.join(names)}")
+    return index
+
+
+def record_episodes(
+    env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: jax.Array, episodes: int, body: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Full deterministic episodes from `jax.random.split(key, episodes)`, as `evaluate_policy` runs them.
+
+    Args:
+        policy: raw observations float32 [episodes, obs_dim] -> actions float32 [episodes, action_dim].
+        body: index of the body whose height, uprightness and speed are recorded.
+
+    Returns:
+        signals float32 [T, episodes, len(SIGNALS)] after each step; alive float32 [T, episodes]
+        (1.0 up to and including the step at which the episode ended); terminated float32
+        [T, episodes] (1.0 at the step that ended it by termination). T = env.episode_length.
+    """
+    states = jax.vmap(env.reset)(jax.random.split(key, episodes))
+    step_env = jax.vmap(env.step)
+
+    def step(carry, _):
+        state, alive = carry
+        action = policy(state.obs)
+        x_before = state.pipeline_state.xpos[:, body, 0]
+        state = step_env(state, action)
+        data = state.pipeline_state
+        signals = jnp.stack(
+            [
+                data.xpos[:, body, 2],
+                data.xmat[:, body, 2, 2],
+                (data.xpos[:, body, 0] - x_before) / env.ctrl_dt,
+                jax.vmap(in_contact)(data).astype(jnp.float32),
+                jnp.mean(jnp.abs(action) > 0.95, axis=-1),
+                jnp.linalg.norm(action, axis=-1),
+            ],
+            axis=-1,
+        )
+        return (state, alive * (1.0 - state.done)), (signals, alive, alive * state.terminated)
+
+    _, (signals, alive, terminated) = jax.lax.scan(step, (states, jnp.ones(episodes)), None, length=env.episode_length)
+    return signals, alive, terminated
+
+
+def fall_report(signals: np.ndarray, alive: np.ndarray, terminated: np.ndarray, before: int) -> dict:
+    """The falls among the episodes and what preceded them (see `record_episodes` for the arrays).
+
+    Args:
+        signals: float [T, E, len(SIGNALS)]; alive, terminated: float [T, E].
+        before: steps before each fall to average over (fewer where the episode was shorter).
+
+    Returns:
+        {"episodes", "falls", "fall_fraction", "fall_steps" (the step index of each fall, sorted),
+        "before_fall": {signal: mean over the `before` steps up to and including each fall's step},
+        "at_fall": {signal: mean at the falling step}, "no_fall": {signal: mean over every step of
+        the episodes that did not fall} (None where no episode is of that kind)}.
+    """
+    fell = terminated.max(axis=0) > 0
+    fall_steps = terminated.argmax(axis=0)
+    windows, last = [], []
+    for episode in np.flatnonzero(fell):
+        step = fall_steps[episode]
+        windows.append(signals[max(0, step - before + 1) : step + 1, episode])
+        last.append(signals[step, episode])
+    stayed = signals[:, ~fell][alive[:, ~fell] > 0] if (~fell).any() else None
+
+    def means(rows: np.ndarray | None) -> dict | None:
+        if rows is None or len(rows) == 0:
+            return None
+        return {name: round(float(v), 4) for name, v in zip(SIGNALS, rows.mean(axis=0), strict=True)}
+
+    return {
+        "episodes": int(fell.size),
+        "falls": int(fell.sum()),
+        "fall_fraction": float(fell.mean()),
+        "fall_steps": sorted(int(fall_steps[e]) for e in np.flatnonzero(fell)),
+        "before_fall": means(np.concatenate(windows) if windows else None),
+        "at_fall": means(np.stack(last) if last else None),
+        "no_fall": means(stayed),
+    }
+
+
+def fall_report_of_run(
+    run_dir: str,
+    checkpoint: int | None = None,
+    episodes: int = 64,
+    before: int = 30,
+    seed: int = 0,
+    body: str | None = None,
+) -> dict:
+    """`fall_report` of a run's deterministic policy over `episodes` full episodes.
+
+    Args:
+        run_dir: run directory written by launch/train.py.
+        checkpoint: epoch of the checkpoint; None: `policy.msgpack`, else the newest checkpoint.
+        episodes: episodes to run in parallel (>= 1).
+        before: steps before each fall to average over (>= 1).
+        seed: seed of the initial-state noise (the same episodes as `launch/evaluate.py seed=...`).
+        body: the body whose height, uprightness and speed are recorded; None: the model's first body.
+
+    Raises:
+        ValueError: episodes or before < 1, or an unknown body.
+        FileNotFoundError, CheckpointError: no policy to load.
+    """
+    for name, value in {"episodes": episodes, "before": before}.items():
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    policy = load_run_policy(Path(run_dir), checkpoint)
+    index = root_body(policy.env, body)
+
+    def mean_action(obs):
+        return act(policy.actor, policy.actor_params, policy.normalizer, obs)
+
+    recorded = jax.jit(record_episodes, static_argnums=(0, 1, 3, 4))(
+        policy.env, mean_action, jax.random.key(seed), episodes, index
+    )
+    signals, alive, terminated = (np.asarray(x) for x in recorded)
+    return {"run_dir": run_dir, "body": body or "first body", **fall_report(signals, alive, terminated, before)}

@@ -1,0 +1,73 @@
+"""The falls tool: its report by hand, and its episodes against the evaluation's on a falling hopper."""
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from shac.run.evaluate import evaluate_policy
+from shac.tools.falls import SIGNALS, fall_report, record_episodes, root_body
+from tests.conftest import ROOT
+
+
+def test_fall_report_by_hand():
+    # 3 episodes of 5 steps, signal value = 10 * step + episode; episode 0 falls at step 3, episode 2 at step 1
+    steps, episodes = 5, 3
+    value = 10.0 * np.arange(steps)[:, None] + np.arange(episodes)[None, :]
+    signals = np.repeat(value[..., None], len(SIGNALS), axis=-1)
+    terminated = np.zeros((steps, episodes))
+    terminated[3, 0] = terminated[1, 2] = 1.0
+    alive = np.ones((steps, episodes))
+    alive[4:, 0] = alive[2:, 2] = 0.0
+    report = fall_report(signals, alive, terminated, before=2)
+    assert (report["episodes"], report["falls"], report["fall_steps"]) == (3, 2, [1, 3])
+    assert report["fall_fraction"] == pytest.approx(2 / 3)
+    # before: episode 0 steps 2, 3 (20, 30); episode 2 steps 0, 1 (2, 12): mean 16
+    assert report["before_fall"]["height"] == pytest.approx(16.0)
+    assert report["at_fall"]["saturation"] == pytest.approx((30 + 12) / 2)
+    # episode 1 never fell: all 5 steps, 1, 11, 21, 31, 41
+    assert report["no_fall"]["uprightness"] == pytest.approx(21.0)
+
+
+def test_no_falls_leaves_the_fall_means_empty():
+    report = fall_report(np.ones((4, 2, len(SIGNALS))), np.ones((4, 2)), np.zeros((4, 2)), before=3)
+    assert report["falls"] == 0 and report["before_fall"] is None and report["no_fall"]["height"] == 1.0
+
+
+def test_hopper_without_actions_falls_where_the_evaluation_says():
+    env = envs.make("hopper", episode_length=150)
+    key, episodes = jax.random.key(3), 4
+
+    def zero(obs):
+        return jnp.zeros((obs.shape[0], env.action_size))
+
+    signals, alive, terminated = jax.jit(record_episodes, static_argnums=(0, 1, 3, 4))(
+        env, zero, key, episodes, root_body(env, None)
+    )
+    evaluation = jax.jit(evaluate_policy, static_argnums=(0, 1, 3))(env, zero, key, episodes)
+    report = fall_report(*(np.asarray(x) for x in (signals, alive, terminated)), before=10)
+    np.testing.assert_array_equal(np.asarray(terminated).sum(axis=0), np.asarray(evaluation.terminated))
+    assert report["falls"] == int(np.asarray(evaluation.terminated).sum()) == episodes  # it topples
+    np.testing.assert_array_equal(report["fall_steps"], np.sort(np.asarray(evaluation.lengths) - 1))
+    torso_height = float(env.mj_model.body_pos[1][2])  # 1.25 m in the MJCF
+    assert report["at_fall"]["height"] < report["before_fall"]["height"] < torso_height
+    assert report["at_fall"]["saturation"] == report["at_fall"]["action_norm"] == 0.0
+
+
+def test_an_unknown_body_is_refused_with_the_models_bodies():
+    with pytest.raises(ValueError, match="no body 'nose' in the model; its bodies: torso, thigh, leg, foot"):
+        root_body(envs.make("hopper"), "nose")
+
+
+def test_falls_cli_says_what_is_missing_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "launch/falls.py", f"run_dir={tmp_path}", "episodes=0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode != 0 and "episodes must be >= 1, got 0" in result.stderr.strip().splitlines()[-1]
