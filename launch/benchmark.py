@@ -8,10 +8,11 @@ SAPO) and each peer's best configuration with `seeds` seeds, all with the same
 training wall-clock budget per run (compile and evaluation time excluded) and
 the same deterministic evaluation; suite=throughput times SHAC's epoch,
 part by part, against its forward rollout and brax APG's update, at each env's
-own N and h or over an (N, h) grid (`preset=gpu` for an accelerator). Writes results.json and PNG plots into the
+own N and h or over an (N, h) grid (`preset=gpu` for an accelerator); suite=sysid fits simulated
+recordings with this project's sysid and with mujoco.sysid (docs/sysid.md). Writes results.json and PNG plots into the
 run directory and, unless docs= is empty, copies them to
 docs/benchmarks/<section>/ and replaces the generated section of
-docs/benchmarks.md. See shac/tools/benchmarks/.
+the docs= file (default docs/benchmarks.md). See shac/tools/benchmarks/.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -45,7 +47,7 @@ def machine(load_average: tuple[float, float, float]) -> dict:
 
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python launch/benchmark.py " + " ".join(sys.argv[1:]),
+        "command": "python launch/benchmark.py " + shlex.join(sys.argv[1:]),
         "load_average_at_start": list(load_average),
         "cpu_count": os.cpu_count(),
         "device": str(jax.devices()[0].device_kind),
@@ -167,6 +169,40 @@ def playground(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     return results
 
 
+def sysid(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
+    """This project's fit and mujoco.sysid on the same recordings (saving results.json after each dataset)."""
+    import envs
+    from shac.sysid import versus_mujoco
+    from shac.sysid.parameters import parse_assignments
+
+    options = config.sysid
+    true_values, initial_values = parse_assignments(options.true_params), parse_assignments(options.init)
+    keys = tuple(true_values)
+    results = {**meta, "suite": "sysid", "options": dataclasses.asdict(options), "keys": list(keys)}
+    done = []
+
+    def save(k: int, comparison: versus_mujoco.Comparison) -> None:
+        for tool, fit in comparison.fits.items():
+            estimates = ", ".join(
+                f"{e:.5g} [{lo:.5g}, {hi:.5g}]" for e, (lo, hi) in zip(fit.estimates, fit.ci95, strict=True)
+            )
+            print(f"  {k:3d} {tool:13s} {estimates} covered {fit.covered} {fit.status} {fit.fit_seconds:.2f} s")
+        done.append(comparison)
+        results.update(summary=versus_mujoco.summarize(done, keys), datasets=[dataclasses.asdict(c) for c in done])
+        (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+
+    try:
+        env = envs.make(options.model)
+        models = versus_mujoco.models(env, true_values, initial_values, options.upper)
+    except ValueError as e:
+        sys.exit(f"config error: {e}")
+    data = (options.datasets, options.seconds, options.dt, options.max_hz, options.qpos_noise, options.qvel_noise)
+    _, results["shac_compile_s"] = versus_mujoco.run(
+        env, *models, keys, *data, options.steps, options.upper, config.seed, save
+    )
+    return results
+
+
 def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
     """The docs section name, the Markdown table and the plots (written into `out`) of `results`."""
     from shac.tools.benchmarks import report
@@ -190,6 +226,19 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
             plots += [plot.rename(out / f"{folder.name}_{plot.name}") for plot in task_plots]
         parts = [part for part in ("survey", "learning") if results[part]]
         return "_".join(["playground", *parts]), "\n\n".join(tables), plots
+    if results["suite"] == "sysid":
+        from shac.sysid import versus_mujoco
+
+        keys, options = tuple(results["keys"]), results["options"]
+        truth = dict(zip(keys, results["datasets"][0]["truth"], strict=True))
+        attributes = dict.fromkeys(key.rsplit(":", 1)[1] for key in keys)
+        section = "_".join(["sysid_versus_mujoco", options["model"], *attributes])
+        table = versus_mujoco.table(results["summary"], keys, truth)
+        table += (
+            "\n\nThis project's warm-up, a one-step fit of the first dataset that compiles its functions "
+            f"(excluded from the fit times): {results['shac_compile_s']:.1f} s."
+        )
+        return section, table, []
     if results["suite"] == "learning":
         records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]
         chosen = results.get("chosen", {r["method"]: "default" for r in records})
@@ -254,6 +303,9 @@ def main(cfg: DictConfig) -> None:
     elif config.suite == "playground":
         out.mkdir(parents=True, exist_ok=True)
         results = playground(config, out, machine(load_average))
+    elif config.suite == "sysid":
+        out.mkdir(parents=True, exist_ok=True)
+        results = sysid(config, out, machine(load_average))
     else:
         results = throughput(config, out, machine(load_average))
     out.mkdir(parents=True, exist_ok=True)

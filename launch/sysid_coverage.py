@@ -102,7 +102,6 @@ def main(argv: list[str]) -> None:
     from launch.runtime import configure_runtime
 
     configure_runtime()
-    import jax
     import numpy as np
 
     import envs
@@ -118,12 +117,7 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: {e}")
     keys = (*true_values, *([DELAY] if args.delay else []))
     delay = (args.delay[0], args.delay[1]) if args.delay else (0.0, 0.0)
-    initial_data = jax.jit(env.initial_data)
-
-    def initial_state(rng):
-        data = jax.device_get(initial_data(jax.random.key(int(rng.integers(2**31)))))
-        return np.asarray(data.qpos, np.float64), np.asarray(data.qvel, np.float64)
-
+    initial_state = coverage.reset_states(env)
     truth = ", ".join(f"{key} = {value:g}" for key, value in true_values.items())
     spread = f" times exp(U(-{args.spread:g}, {args.spread:g}))" if args.spread else ""
     delayed = f", delay uniform in [{1000 * delay[0]:g}, {1000 * delay[1]:g}] ms" if args.delay else ""

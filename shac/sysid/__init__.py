@@ -14,6 +14,7 @@
 - `report`: what the data determines (information-matrix analysis, flags, the advice on the
   excitation that would resolve each, summary lines, loss-landscape figure).
 - `coverage`: the benchmark of how often the 95% intervals hold the truth.
+- `versus_mujoco`: this project's fit against MuJoCo's own `mujoco.sysid` on the same recordings.
 - `mjcf`: the identified model written back as MJCF (`identified.xml`).
 
 Modules here may import `envs`, each other, and numerical and plotting libraries (JAX,

@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax
 import mujoco
 import numpy as np
 
 from envs.physics.parameters import ModelParameter
 from shac.sysid import signals
 from shac.sysid.fit import Problem, fit
-from shac.sysid.recording import random_excitation, record
+from shac.sysid.recording import Trajectory, random_excitation, record
 from shac.sysid.report import analyze
 
 
@@ -52,6 +53,56 @@ class Dataset:
     fit_seconds: float
     delay_error_ms: float | None
     delay_within_step: bool | None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One simulated recording and the truth behind it.
+
+    Attributes:
+        data: the noisy recording. dt: its sample spacing (s).
+        qpos_noise, qvel_noise: the noise simulated. truth: per key, this recording's true value.
+        true_delay: the control delay simulated (s).
+    """
+
+    data: Trajectory
+    dt: float
+    qpos_noise: float
+    qvel_noise: float
+    truth: list[float]
+    true_delay: float
+
+
+def simulate(
+    true_model: mujoco.MjModel,
+    keys: tuple[str, ...],
+    initial_state: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
+    rng: np.random.Generator,
+    dt: float,
+    seconds: float,
+    max_hz: float,
+    qpos_noise: tuple[float, float],
+    qvel_noise: tuple[float, float],
+    delay: tuple[float, float] = (0.0, 0.0),
+    spread: float = 0.0,
+) -> Recording:
+    """Records one dataset from `true_model` (the arguments of `simulate_and_fit`)."""
+    sigma_qpos, sigma_qvel = (float(np.exp(rng.uniform(*np.log(bounds)))) for bounds in (qpos_noise, qvel_noise))
+    ctrl = random_excitation(seconds, dt, true_model.nu, rng, max_hz)
+    qpos0, qvel0 = initial_state(rng)
+    model_keys, _ = signals.split(keys)
+    if spread > 0:
+        true_model = copy.deepcopy(true_model)
+        for key in model_keys:
+            parameter = ModelParameter.parse(key, true_model)
+            parameter.write_mj(true_model, parameter.read(true_model) * np.exp(rng.uniform(-spread, spread)))
+    true_delay = float(rng.uniform(*delay)) if delay[1] > delay[0] else float(delay[0])
+    truth = [
+        true_delay if key == signals.DELAY else float(ModelParameter.parse(key, true_model).read(true_model))
+        for key in keys
+    ]
+    data = record(true_model, ctrl, qpos0, qvel0, dt, sigma_qpos, sigma_qvel, rng, delay=true_delay)
+    return Recording(data, dt, sigma_qpos, sigma_qvel, truth, true_delay)
 
 
 def simulate_and_fit(
@@ -83,24 +134,14 @@ def simulate_and_fit(
         initial_delay: the fit's initial delay (default: `delay`'s low end).
         spread: each model parameter in `keys` of the true model is multiplied by exp(U(-spread, spread)).
     """
-    sigma_qpos, sigma_qvel = (float(np.exp(rng.uniform(*np.log(bounds)))) for bounds in (qpos_noise, qvel_noise))
-    ctrl = random_excitation(seconds, dt, true_model.nu, rng, max_hz)
-    qpos0, qvel0 = initial_state(rng)
-    model_keys, _ = signals.split(keys)
-    if spread > 0:
-        true_model = copy.deepcopy(true_model)
-        for key in model_keys:
-            parameter = ModelParameter.parse(key, true_model)
-            parameter.write_mj(true_model, parameter.read(true_model) * np.exp(rng.uniform(-spread, spread)))
-    true_delay = float(rng.uniform(*delay)) if delay[1] > delay[0] else float(delay[0])
-    truth = [
-        true_delay if key == signals.DELAY else float(ModelParameter.parse(key, true_model).read(true_model))
-        for key in keys
-    ]
-    data = record(true_model, ctrl, qpos0, qvel0, dt, sigma_qpos, sigma_qvel, rng, delay=true_delay)
+    recording = simulate(
+        true_model, keys, initial_state, rng, dt, seconds, max_hz, qpos_noise, qvel_noise, delay, spread
+    )
+    truth, true_delay = recording.truth, recording.true_delay
     fitted_delay = signals.DELAY in keys
     start = delay[0] if initial_delay is None else initial_delay
-    problem = Problem(guess_model, keys, data, signal_values={signals.DELAY: start} if fitted_delay else None)
+    signal_values = {signals.DELAY: start} if fitted_delay else None
+    problem = Problem(guess_model, keys, recording.data, signal_values=signal_values)
     started = time.perf_counter()
     result = fit(problem, steps=steps, method=method)
     fit_seconds = time.perf_counter() - started
@@ -110,8 +151,8 @@ def simulate_and_fit(
     delay_error = abs(entries[keys.index(signals.DELAY)]["estimate"] - true_delay) if fitted_delay else None
     return Dataset(
         dt=dt,
-        qpos_noise=sigma_qpos,
-        qvel_noise=sigma_qvel,
+        qpos_noise=recording.qpos_noise,
+        qvel_noise=recording.qvel_noise,
         truth=truth,
         estimates=[e["estimate"] for e in entries],
         std_errors=[e["std_error"] for e in entries],
@@ -155,6 +196,17 @@ def summarize(datasets: list[Dataset], keys: tuple[str, ...]) -> dict:
 
     rates = sorted({d.dt for d in datasets})
     return {"all": stats(datasets), **{f"dt={r:g}": stats([d for d in datasets if d.dt == r]) for r in rates}}
+
+
+def reset_states(env) -> Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]:
+    """rng -> (qpos [nq], qvel [nv]) float64: a start state from `env`'s reset distribution (`initial_data`)."""
+    initial_data = jax.jit(env.initial_data)
+
+    def initial_state(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        data = jax.device_get(initial_data(jax.random.key(int(rng.integers(2**31)))))
+        return np.asarray(data.qpos, np.float64), np.asarray(data.qvel, np.float64)
+
+    return initial_state
 
 
 def models(

@@ -14,7 +14,7 @@ from hydra.core.config_store import ConfigStore
 from shac.config import ConfigError, TrainConfig
 from shac.run.hydra_config import schema
 
-SUITES = ("learning", "throughput", "playground")
+SUITES = ("learning", "throughput", "playground", "sysid")
 METHODS = ("shac", "ahac", "sapo", "apg", "ppo")
 
 
@@ -124,11 +124,41 @@ class PlaygroundOptions:
 
 
 @dataclass(frozen=True)
+class SysidOptions:
+    """What suite=sysid runs: this project's fit against mujoco.sysid on the same simulated recordings
+    (shac/sysid/versus_mujoco.py)."""
+
+    model: str = "pendulum_swingup"
+    """Registered environment whose model is simulated and fitted."""
+    true_params: tuple[str, ...] = ("joint:hinge:damping=0.137",)
+    """True values as element:name:attribute=value; these parameters are fitted."""
+    init: tuple[str, ...] = ()
+    """Initial guesses as element:name:attribute=value (default: the model's values)."""
+    datasets: int = 10
+    """Simulated recordings, each fitted by both tools."""
+    seconds: float = 10.0
+    """Length of each recording."""
+    dt: float = 0.01
+    """Sample spacing (s), a multiple of the model's time step."""
+    max_hz: float = 1.0
+    """Highest frequency of the random excitation (Hz)."""
+    qpos_noise: tuple[float, float] = (1e-3, 1e-3)
+    """(low, high): each recording's position noise std is log-uniform in between."""
+    qvel_noise: tuple[float, float] = (1e-2, 1e-2)
+    """(low, high): each recording's velocity noise std is log-uniform in between."""
+    steps: int = 100
+    """Iterations of each tool's least-squares solver at most."""
+    upper: float = 10.0
+    """Both tools fit each parameter within [0, upper times its initial guess] (mujoco.sysid needs finite bounds)."""
+
+
+@dataclass(frozen=True)
 class BenchmarkConfig(TrainConfig):
     """A training config (env, SHAC hyperparameters, smoothing) plus what the benchmarks run."""
 
     suite: str = "learning"
-    """learning (return against wall-clock and env steps) or throughput (time per epoch)."""
+    """learning (return against wall-clock and env steps), throughput (time per epoch), playground or
+    sysid (this project's fit against mujoco.sysid)."""
     preset: str = "cpu"
     """Name of the preset the grid came from (configs/preset/), recorded with the results."""
     budget_minutes: float = 4.0
@@ -153,6 +183,7 @@ class BenchmarkConfig(TrainConfig):
     """learning: APG's named configurations, tried like PPO's; throughput: the first one is timed."""
     throughput: ThroughputOptions = ThroughputOptions()
     playground: PlaygroundOptions = PlaygroundOptions()
+    sysid: SysidOptions = SysidOptions()
 
 
 def validate_benchmark(config: BenchmarkConfig) -> None:
@@ -198,10 +229,41 @@ def validate_benchmark(config: BenchmarkConfig) -> None:
                 f"ppo.{name}.batch_size * ppo.{name}.num_minibatches ({ppo.batch_size} * {ppo.num_minibatches}) "
                 f"must be a multiple of ppo.{name}.num_envs ({ppo.num_envs})"
             )
+    check_sysid(config.sysid)
     grid = config.throughput
     for name, values in {"throughput.num_envs": grid.num_envs, "throughput.horizons": grid.horizons}.items():
         if values and min(values) < 1:
             raise ConfigError(f"{name} must be values >= 1 (empty: each env's own), got {list(values)}")
+
+
+def check_sysid(options: SysidOptions) -> None:
+    """Raises ConfigError for the first value of `sysid` out of range (the model's names are checked at run time)."""
+    from shac.sysid.parameters import parse_assignments  # numpy only, like signals
+    from shac.sysid.signals import is_signal
+
+    try:
+        true_values = parse_assignments(list(options.true_params))
+        parse_assignments(list(options.init))
+    except ValueError as e:
+        raise ConfigError(f"sysid: {e}") from e
+    signal = [key for key in true_values if is_signal(key)]
+    if signal:
+        raise ConfigError(
+            f"sysid.true_params: '{signal[0]}' is a signal parameter; mujoco.sysid fits model parameters only "
+            "(its SignalTransform delays the measured signals, not the commands)"
+        )
+    if not true_values:
+        raise ConfigError("sysid.true_params must name at least one parameter, e.g. [joint:hinge:damping=0.137]")
+    positive = {"sysid.datasets": options.datasets, "sysid.seconds": options.seconds, "sysid.dt": options.dt}
+    positive |= {"sysid.max_hz": options.max_hz, "sysid.steps": options.steps}
+    for name, value in positive.items():
+        if not value > 0:
+            raise ConfigError(f"{name} must be > 0, got {value}")
+    if not options.upper > 1:
+        raise ConfigError(f"sysid.upper must be > 1 (the upper bound in initial guesses), got {options.upper}")
+    for name, pair in {"sysid.qpos_noise": options.qpos_noise, "sysid.qvel_noise": options.qvel_noise}.items():
+        if len(pair) != 2 or not 0 < pair[0] <= pair[1]:
+            raise ConfigError(f"{name} must be [low,high] with 0 < low <= high, got {list(pair)}")
 
 
 def register_benchmark_config() -> None:

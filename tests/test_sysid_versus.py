@@ -1,0 +1,79 @@
+"""shac/sysid/versus_mujoco.py: this project's fit and mujoco.sysid on one short pendulum recording, the
+coverage arithmetic, and suite=sysid's bad-input errors."""
+
+import subprocess
+import sys
+
+import pytest
+
+from shac.sysid import versus_mujoco
+
+
+def test_both_tools_recover_damping_on_a_short_recording():
+    """4 s of the pendulum at damping 0.137 with little noise, both fits from 0.05: within 1% of the truth."""
+    import envs
+
+    env = envs.make("pendulum_swingup")
+    keys = ("joint:hinge:damping",)
+    models = versus_mujoco.models(env, {keys[0]: 0.137}, {}, 10.0)
+    (comparison,), compile_s = versus_mujoco.run(
+        env, *models, keys, 1, 4.0, 0.01, 1.0, (1e-4, 1e-4), (1e-3, 1e-3), 50, 10.0, 0
+    )
+    assert comparison.truth == pytest.approx([0.137])
+    assert compile_s > 0
+    assert set(comparison.fits) == set(versus_mujoco.TOOLS)
+    for tool, fit in comparison.fits.items():
+        assert fit.converged, (tool, fit.status)
+        assert fit.relative_errors[0] < 0.01, (tool, fit.estimates)
+        lower, upper = fit.ci95[0]
+        assert lower <= fit.estimates[0] <= upper
+        assert fit.covered == [lower <= 0.137 <= upper]
+        assert fit.steps >= 1 and fit.fit_seconds > 0
+
+
+def test_coverage_arithmetic():
+    """Covered: converged and the interval holds the truth; the summary's medians and fractions by hand."""
+    truth = [1.0, 2.0]
+    fits = [
+        versus_mujoco.scored([1.1, 2.0], [0.9, 1.9], [1.2, 2.1], truth, True, "ok", 3, 1.0),  # both covered
+        versus_mujoco.scored([1.5, 2.2], [1.4, 2.1], [1.6, 2.3], truth, True, "ok", 3, 2.0),  # neither
+        versus_mujoco.scored([1.0, 2.0], [0.0, 1.0], [2.0, 3.0], truth, False, "limit", 9, 4.0),  # not converged
+    ]
+    assert [f.covered for f in fits] == [[True, True], [False, False], [False, False]]
+    assert fits[1].relative_errors == pytest.approx([0.5, 0.1])
+    both = [dict.fromkeys(versus_mujoco.TOOLS, f) for f in fits]
+    comparisons = [versus_mujoco.Comparison(0.01, 1e-3, 1e-2, truth, fit) for fit in both]
+    summary = versus_mujoco.summarize(comparisons, ("a", "b"))
+    for stats in summary.values():
+        assert (stats["datasets"], stats["converged"], stats["median_fit_seconds"]) == (3, 2, 2.0)
+        assert stats["a"]["coverage"] == pytest.approx(1 / 3)
+        assert stats["a"]["median_relative_error"] == pytest.approx(0.1)
+        assert stats["b"]["median_relative_error"] == pytest.approx(0.0)
+
+
+def test_delay_is_refused():
+    with pytest.raises(ValueError, match=r"signal:ctrl:delay' cannot be fitted by mujoco\.sysid"):
+        versus_mujoco.check_keys(("joint:hinge:damping", "signal:ctrl:delay"))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("sysid.datasets=0", "sysid.datasets must be > 0, got 0"),
+        ("sysid.true_params=['joint:nope:damping=0.1']", "no joint named 'nope' in the model"),
+        ("sysid.qpos_noise=[1e-2,1e-3]", "sysid.qpos_noise must be [low,high] with 0 < low <= high"),
+        ("sysid.true_params=['signal:ctrl:delay=0.02']", "'signal:ctrl:delay' is a signal parameter"),
+        ("sysid.true_params=[joint:hinge:damping]", "is not element:name:attribute=value"),
+    ],
+)
+def test_cli_bad_input_stops_in_one_line(override, message):
+    """Bad sysid options stop launch/benchmark.py with one line naming the value, before anything compiles."""
+    run = subprocess.run(
+        [sys.executable, "launch/benchmark.py", "suite=sysid", override, "docs="],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    lines = [line for line in run.stderr.strip().splitlines() if line]
+    assert lines[-1].startswith("config error:") and message in lines[-1], run.stderr
