@@ -291,6 +291,41 @@ class Shac:
         del window
         return state.algo_state, {}
 
+    def actor_gradient(
+        self, state: TrainState, reset_states: State, key: jax.Array, probes
+    ) -> tuple[tuple[jax.Array, tuple[State, Window]], tuple[Params, object]]:
+        """((actor loss, (env state, window)), (gradient w.r.t. the actor parameters, w.r.t. `probes`))
+        of one window from `state` (`probes`: zero state probes, see `rollout`)."""
+        return jax.value_and_grad(
+            lambda params, probes: self.actor_objective(params, state, reset_states, key, probes),
+            argnums=(0, 1),
+            has_aux=True,
+        )(state.actor_params, probes)
+
+    def critic_step(
+        self, state: TrainState, window: Window, key: jax.Array
+    ) -> tuple[Params, optax.OptState, Metrics, jax.Array]:
+        """The critic regressed onto the window's targets (`fit_critic` on its N * h samples): new
+        parameters, optimiser state, the fit's metrics and the targets, float32 [h, N]."""
+        targets = self.critic_targets(window, state)
+        params, opt_state, metrics = self.fit_critic(
+            state.critic_params,
+            state.critic_opt_state,
+            window.obs.reshape(-1, window.obs.shape[-1]),
+            targets.reshape(-1),
+            window.active.reshape(-1),
+            key,
+            state.epoch,
+        )
+        return params, opt_state, metrics, targets
+
+    def target_update(self, target_params: Params, critic_params: Params) -> Params:
+        """The target critic moved towards `critic_params`: alpha * target + (1 - alpha) * online."""
+        alpha = self.config.target_alpha
+        return jax.tree.map(
+            lambda target, online: alpha * target + (1.0 - alpha) * online, target_params, critic_params
+        )
+
     def epoch(self, state: TrainState) -> tuple[TrainState, Metrics]:
         """One SHAC epoch; pure, so `jax.jit(shac.epoch)` compiles it once."""
         config = self.config
@@ -300,11 +335,9 @@ class Shac:
         # Actor: back-propagate the window's return; skip non-finite gradients. The gradient with
         # respect to zero probes on each step's state shows how it grows back through the window.
         probes = zero_probes(state.env_state.pipeline_state, config.horizon)
-        (actor_loss, (env_state, window)), (grads, probe_grads) = jax.value_and_grad(
-            lambda params, probes: self.actor_objective(params, state, reset_states, rollout_key, probes),
-            argnums=(0, 1),
-            has_aux=True,
-        )(state.actor_params, probes)
+        (actor_loss, (env_state, window)), (grads, probe_grads) = self.actor_gradient(
+            state, reset_states, rollout_key, probes
+        )
         grad_norm = optax.global_norm(grads)
         actor_finite = jnp.isfinite(grad_norm)
         updates, actor_opt_state = self.actor_optimizer.update(grads, state.actor_opt_state, state.actor_params)
@@ -316,22 +349,8 @@ class Shac:
 
         # Critic: regress onto the window's targets, then move the target critic.
         window = jax.lax.stop_gradient(window)
-        targets = self.critic_targets(window, state)
-        critic_params, critic_opt_state, critic_metrics = self.fit_critic(
-            state.critic_params,
-            state.critic_opt_state,
-            window.obs.reshape(-1, window.obs.shape[-1]),
-            targets.reshape(-1),
-            window.active.reshape(-1),
-            critic_key,
-            state.epoch,
-        )
-        alpha = config.target_alpha
-        target_critic_params = jax.tree.map(
-            lambda target, online: alpha * target + (1.0 - alpha) * online,
-            state.target_critic_params,
-            critic_params,
-        )
+        critic_params, critic_opt_state, critic_metrics, targets = self.critic_step(state, window, critic_key)
+        target_critic_params = self.target_update(state.target_critic_params, critic_params)
 
         algo_state, algo_metrics = self.after_epoch(state, window)
         normalizer = state.normalizer

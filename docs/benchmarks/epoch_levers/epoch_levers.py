@@ -70,8 +70,7 @@ def probe_lever(env, config) -> None:
     probes = zero_probes(state.env_state.pipeline_state, config.horizon)
 
     def with_probes(state, probes):
-        objective = lambda p, q: shac.actor_objective(p, state, resets, rollout_key, q)  # noqa: E731
-        return jax.value_and_grad(objective, argnums=(0, 1), has_aux=True)(state.actor_params, probes)
+        return shac.actor_gradient(state, resets, rollout_key, probes)
 
     def without_probes(state):
         objective = lambda p: shac.actor_objective(p, state, resets, rollout_key)  # noqa: E731

@@ -68,42 +68,22 @@ def _timed(fn, *args):
 def epoch_parts(shac: Shac, state: TrainState) -> dict:
     """The epoch's parts as separately compiled functions of `state`, each with its arguments:
     {name: (compiled function, args)} for gradient, actor_update, critic_fit and target_update."""
-    config = shac.config
     _, reset_key, rollout_key, critic_key = jax.random.split(state.key, 4)
-    reset_states = jax.vmap(shac.env.reset)(jax.random.split(reset_key, config.num_envs))
-    probes = zero_probes(state.env_state.pipeline_state, config.horizon)
+    reset_states = jax.vmap(shac.env.reset)(jax.random.split(reset_key, shac.config.num_envs))
+    probes = zero_probes(state.env_state.pipeline_state, shac.config.horizon)
 
     def gradient(state, probes):
-        return jax.value_and_grad(
-            lambda params, probes: shac.actor_objective(params, state, reset_states, rollout_key, probes),
-            argnums=(0, 1),
-            has_aux=True,
-        )(state.actor_params, probes)
+        return shac.actor_gradient(state, reset_states, rollout_key, probes)
 
     def actor_update(state, grads):
         updates, opt_state = shac.actor_optimizer.update(grads, state.actor_opt_state, state.actor_params)
         return optax.apply_updates(state.actor_params, updates), opt_state
 
     def critic_fit(state, window):
-        targets = shac.critic_targets(window, state)
-        obs = window.obs.reshape(-1, window.obs.shape[-1])
-        return shac.fit_critic(
-            state.critic_params,
-            state.critic_opt_state,
-            obs,
-            targets.reshape(-1),
-            window.active.reshape(-1),
-            critic_key,
-            state.epoch,
-        )
+        return shac.critic_step(state, window, critic_key)
 
     def target_update(state):
-        alpha = config.target_alpha
-        return jax.tree.map(
-            lambda target, online: alpha * target + (1.0 - alpha) * online,
-            state.target_critic_params,
-            state.critic_params,
-        )
+        return shac.target_update(state.target_critic_params, state.critic_params)
 
     (_, (_, window)), (grads, _) = jax.jit(gradient)(state, probes)
     window = jax.lax.stop_gradient(window)
