@@ -198,7 +198,7 @@ def sysid(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
         sys.exit(f"config error: {e}")
     data = (options.datasets, options.seconds, options.dt, options.max_hz, options.qpos_noise, options.qvel_noise)
     _, results["shac_compile_s"] = versus_mujoco.run(
-        env, *models, keys, *data, options.steps, options.upper, config.seed, save
+        env, *models, keys, *data, options.steps, options.upper, config.seed, save, options.method
     )
     return results
 
@@ -238,6 +238,8 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
             "\n\nThis project's warm-up, a one-step fit of the first dataset that compiles its functions "
             f"(excluded from the fit times): {results['shac_compile_s']:.1f} s."
         )
+        if options.get("method", "autodiff") != "autodiff":
+            table += f" Its Jacobians: {options['method']} (`sysid.method`)."
         return section, table, []
     if results["suite"] == "learning":
         records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]

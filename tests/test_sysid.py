@@ -21,6 +21,7 @@ from envs.physics.parameters import ModelParameter
 from launch import cli
 from launch.record_trajectory import RecordArgs, controls, simulate, start_state
 from shac.sysid import coverage
+from shac.sysid import fit as fit_module
 from shac.sysid.fit import Problem, fit
 from shac.sysid.parameters import Bounds
 from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
@@ -220,6 +221,20 @@ def test_fit_converges_within_30_steps_and_its_interval_covers_the_truth(dt):
     assert entry["relative_std"] < 0.01 and report["flags"] == []
     # the estimated noise is the simulated one (within the spread of ~1000 or ~200 samples)
     np.testing.assert_allclose(result.noise, [1e-3, 1e-2], rtol=0.15)
+
+
+def test_between_two_bounds_the_fit_steps_in_the_value_and_leaves_a_bound():
+    """A logistic map of [lower, upper] flattens at its ends and holds a parameter that reached one; the
+    box the solver enforces does not: a fit that starts at the upper bound comes back to the truth."""
+    bounds = Bounds(0.0, 0.4)
+    assert bounds.to_theta(0.1) == pytest.approx(0.25) and bounds.theta_limits() == (0.0, 1.0)
+    assert bounds.to_value(np.array(0.25)) == pytest.approx(0.1) and bounds.derivative(np.array(0.9)) == 0.4
+    with pytest.raises(ValueError, match=r"initial value 0.5 is outside the bounds \[0.0, 0.4\]"):
+        bounds.to_theta(0.5)
+    assert Bounds().to_value(np.log(0.1)) == pytest.approx(0.1)  # above a lower bound alone: a log
+    problem = Problem(model_with(damping=0.4), [DAMPING], random_recording(0.05, seed=1), bounds={DAMPING: bounds})
+    result = fit(problem, method="finite_difference")
+    assert result.converged and result.values[0] == pytest.approx(0.137, rel=0.01)
 
 
 def test_mjx_jacobian_matches_finite_differences_in_mujoco():
@@ -516,6 +531,16 @@ def test_a_non_finite_information_matrix_gives_no_interval_and_no_error():
     assert damping["relative_std"] == pytest.approx(5.0) and friction["relative_std"] == pytest.approx(0.005)
 
 
+def test_a_parameter_estimated_at_zero_is_judged_in_the_models_unit():
+    """A fit between two bounds can end on the lower one, 0: its interval is then absolute, cut at 0, not NaN."""
+    information = np.array([[1e4, 0.0], [0.0, 1e6]])  # independent: std errors 0.01 and 0.001
+    report = analyze((FRICTION, DAMPING), np.array([0.0, 0.1]), information)
+    friction, damping = report["parameters"][FRICTION], report["parameters"][DAMPING]
+    assert friction["unit"] == 1.0 and friction["std_error"] == pytest.approx(0.01)
+    assert friction["ci95"] == pytest.approx([0.0, 1.96 * 0.01], rel=1e-3)
+    assert "unit" not in damping and damping["relative_std"] == pytest.approx(0.01)
+
+
 def test_a_delay_of_several_steps_is_found_by_the_scan_before_the_fit():
     # 120 ms is 2.4 sample spacings; the scan starts the fit at it (the pendulum's fit from 0 gets there too,
     # the arm's from 10 ms did not: docs/sysid.md, coverage benchmark)
@@ -569,6 +594,35 @@ def test_zero_delay_reproduces_the_fit_without_delay():
     for exact, approximate in zip(autodiff, finite, strict=True):
         np.testing.assert_allclose(exact, approximate, rtol=1e-4, atol=1e-4 * np.abs(exact).max())
     assert np.abs(autodiff[1][..., 1]).max() > 0
+
+
+def test_finite_difference_jacobian_is_central_differences_of_the_residuals(monkeypatch):
+    """Every perturbed simulation in one multithreaded rollout, or in chunks of one, gives the plain loop's
+    differences of `residuals_mujoco` exactly; the delay at its lower bound takes a forward difference."""
+    problem = delay_problem()
+    x0 = problem.segments.measured[:, 0]
+    weights = 1.0 / np.array([0.002, 0.02])
+    values = np.array([0.1, 0.0])
+
+    def residuals(v=values, x=x0):
+        return problem.residuals_mujoco(v, x, weights)
+
+    r = residuals()
+    h = fit_module.FINITE_DIFFERENCE_STEP * 0.1
+    up, down = values + np.array([h, 0.0]), values - np.array([h, 0.0])
+    d_damping = (residuals(up) - residuals(down)) / (up[0] - down[0])
+    h = fit_module.FINITE_DIFFERENCE_STEP * problem.trajectory.dt
+    d_delay = (residuals(values + np.array([0.0, h])) - r) / h
+    d_x0 = []
+    for j in range(x0.shape[1]):
+        step = np.zeros_like(x0)
+        step[:, j] = h = fit_module.FINITE_DIFFERENCE_STEP * max(np.abs(x0[:, j]).max(), 1.0)
+        d_x0.append((residuals(x=x0 + step) - residuals(x=x0 - step)) / (2 * h))
+    expected = (r, np.stack([d_damping, d_delay], axis=-1), np.stack(d_x0, axis=-1))
+    for chunk_bytes in (fit_module.ROLLOUT_BYTES, 1):
+        monkeypatch.setattr(fit_module, "ROLLOUT_BYTES", chunk_bytes)
+        for got, want in zip(problem.jacobian(values, x0, weights, "finite_difference"), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_delayed_controls_take_earlier_commands_from_the_whole_recording():

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,13 @@ DELAY_SCAN_LINEAR = 8
 DELAY_SCAN_GROWTH = 1.25
 """The delay scan before a fit (`Problem.delay_candidates`): every physics step up to 8, then 25% apart."""
 MIN_SEGMENT_SAMPLES = 5
+FINITE_DIFFERENCE_STEP = 1e-7
+"""The relative step of the finite-difference Jacobian. A simulation with constraints jumps by tiny amounts
+where a constraint switches; a difference whose step crosses a jump divides it by the step. At 1e-5 the
+arm's Jacobian had columns up to 16 times their size at 1e-7 and 1e-6, where they agree (docs/sysid.md,
+"Which Jacobian"); in float64 the rounding error of a 1e-7 step is still far below the noise."""
+ROLLOUT_BYTES = 2**28
+"""The most memory one C rollout's states may take (the finite-difference Jacobian simulates in chunks)."""
 
 
 def default_segment_seconds(trajectory: Trajectory) -> float:
@@ -409,44 +417,74 @@ class Problem:
 
     def residuals_mujoco(self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """`residuals` simulated by MuJoCo's C simulator in float64."""
-        model = copy.deepcopy(self.mj_model)
-        for parameter, i in zip(self.parameters, self.model_indices, strict=True):
-            parameter.write_mj(model, float(values[i]))
-        controls = self.step_controls(values)
-        qpos, qvel = simulate_mujoco(model, x0[:, : self.nq], x0[:, self.nq :], controls, self.n_substeps)
-        simulated = np.concatenate([x0[:, None], np.concatenate([qpos, qvel], axis=-1)], axis=1)
-        return ((simulated - self.segments.measured) * self.segment_weights(weights)[:, None]).reshape(len(x0), -1)
+        return self._residuals_mujoco([values], x0[None], weights)[0]
 
-    def _jacobian_mujoco(self, values, x0, weights, rel_step=1e-5):
-        """Central differences of `residuals_mujoco`: 2 (P + nx) simulations of all segments.
-
-        The step is `rel_step` of the value (of the unit, for a parameter fitted
-        in units: the delay); at a lower bound within reach the difference is
-        one-sided, forward, like the autodiff derivative of the delay at 0.
-        """
-        r = self.residuals_mujoco(values, x0, weights)
-        d_values = []
-        for i, bounds in enumerate(self.bounds):
-            h = rel_step * (bounds.unit if bounds.unit is not None else max(abs(values[i]), 1e-8))
-            up, down = np.array(values, np.float64), np.array(values, np.float64)
-            up[i] += h
-            if bounds.unit is not None and values[i] - h < bounds.lower:
-                d_values.append((self.residuals_mujoco(up, x0, weights) - r) / h)
-                continue
-            down[i] -= h
-            d_values.append(
-                (self.residuals_mujoco(up, x0, weights) - self.residuals_mujoco(down, x0, weights)) / (2 * h)
+    def _residuals_mujoco(self, values: list[np.ndarray], x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """[V, S, L * nx] the residuals of V variants (values: V of [P]; x0: [V, S, nx]), every segment of
+        every variant simulated by one multithreaded C `rollout` (in chunks of at most `ROLLOUT_BYTES`)."""
+        models: dict[tuple[float, ...], mujoco.MjModel] = {}
+        controls: dict[float, np.ndarray] = {}
+        for v in values:
+            key = tuple(float(v[i]) for i in self.model_indices)
+            if key not in models:
+                models[key] = copy.deepcopy(self.mj_model)
+                for parameter, value in zip(self.parameters, key, strict=True):
+                    parameter.write_mj(models[key], value)
+            if self._delay_of(v) not in controls:
+                controls[self._delay_of(v)] = self.step_controls(v)
+        count, length = x0.shape[1], self.segment_length
+        state_bytes = (
+            8 * (length - 1) * self.n_substeps * mujoco.mj_stateSize(self.mj_model, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        )
+        chunk = max(1, ROLLOUT_BYTES // (state_bytes * count))
+        threads = len(os.sched_getaffinity(0))
+        simulated = []
+        for first in range(0, len(values), chunk):
+            part = values[first : first + chunk]
+            segment_models = [
+                models[tuple(float(v[i]) for i in self.model_indices)] for v in part for _ in range(count)
+            ]
+            ctrl = np.concatenate([controls[self._delay_of(v)] for v in part])
+            starts = x0[first : first + chunk].reshape(-1, x0.shape[-1])
+            qpos, qvel = simulate_mujoco(
+                segment_models, starts[:, : self.nq], starts[:, self.nq :], ctrl, self.n_substeps, threads
             )
-        d_x0 = []
+            simulated.append(np.concatenate([starts[:, None], np.concatenate([qpos, qvel], axis=-1)], axis=1))
+        simulated = np.concatenate(simulated).reshape(len(values), count, length, -1)
+        residuals = (simulated - self.segments.measured) * self.segment_weights(weights)[:, None]
+        return residuals.reshape(len(values), count, -1)
+
+    def _jacobian_mujoco(self, values, x0, weights, rel_step=FINITE_DIFFERENCE_STEP):
+        """Central differences of `residuals_mujoco`: 2 (P + nx) + 1 simulations of all segments, in one
+        multithreaded rollout (`_residuals_mujoco`).
+
+        The step is `rel_step` of the value (of the unit, for a parameter fitted in given units: the
+        delay; at least a thousandth of the interval, between two bounds); within a step of a bound
+        the difference is one-sided, away from it, like the autodiff derivative of the delay at 0.
+        """
+        variants, starts, spans = [values], [x0], []
+        for i, bounds in enumerate(self.bounds):
+            floor = 1e-3 * bounds.scale if bounds.scale is not None else 1e-8
+            h = rel_step * (bounds.unit if bounds.unit is not None else max(abs(values[i]), floor))
+            up, down = np.array(values, np.float64), np.array(values, np.float64)
+            if values[i] + h <= bounds.upper:
+                up[i] += h
+            if values[i] - h >= bounds.lower:
+                down[i] -= h
+            variants += [up, down]
+            starts += [x0, x0]
+            spans.append(up[i] - down[i])
         for j in range(x0.shape[1]):
             h = rel_step * max(np.abs(x0[:, j]).max(), 1.0)
             up, down = np.array(x0), np.array(x0)
             up[:, j] += h
             down[:, j] -= h
-            d_x0.append(
-                (self.residuals_mujoco(values, up, weights) - self.residuals_mujoco(values, down, weights)) / (2 * h)
-            )
-        return r, np.stack(d_values, axis=-1), np.stack(d_x0, axis=-1)
+            variants += [values, values]
+            starts += [up, down]
+            spans.append(2 * h)
+        r = self._residuals_mujoco(variants, np.stack(starts), weights)
+        differences = np.moveaxis((r[1::2] - r[2::2]) / np.array(spans)[:, None, None], 0, -1)  # [S, R, P + nx]
+        return r[0], differences[..., : len(values)], differences[..., len(values) :]
 
     def _static(self):
         """The static arguments of `_residuals` and `_jacobian`."""

@@ -4,9 +4,10 @@ Parameters are named `element:name:attribute` (e.g. `joint:hinge:damping`) and
 resolved, read and written on MuJoCo and MJX models by `envs.physics.parameters`,
 which domain randomisation shares. Here: values given as `element:name:attribute=value`
 (`parse_assignments`), and where a parameter may lie (`Bounds`), which maps each
-value to the variable the fit steps in: unconstrained (a log or logistic map),
-or the value itself in a unit, kept within its bounds by the solver (for a
-parameter whose bound is a value it may take, like a control delay of 0).
+value to the variable the fit steps in: unconstrained (a log above a lower
+bound), or the value itself in a unit, kept within its bounds by the solver
+(between two bounds, and for a parameter whose bound is a value it may take,
+like a control delay of 0).
 """
 
 from __future__ import annotations
@@ -20,52 +21,54 @@ import numpy as np
 class Bounds:
     """Where a parameter may lie: (lower, upper), upper may be inf.
 
+    Above a lower bound alone the fit steps in theta = log(value - lower), unconstrained, so the
+    value stays strictly above it. Between two bounds it steps in theta = value / unit and the
+    solver keeps lower <= value <= upper (`theta_limits`), bounds included: a variable at a bound
+    leaves it as soon as the data pull it back, where a logistic map of the interval would flatten
+    there and hold it (its derivative vanishes at both ends).
+
     Attributes:
-        unit: None: the fit steps in an unconstrained theta (log above a lower
-            bound, logistic between two), so the value stays strictly inside.
-            A positive number: the fit steps in theta = value / unit, and the
-            solver keeps lower <= value <= upper (`theta_limits`), bounds included;
-            the upper bound must then be finite.
+        unit: the unit of theta between two bounds (default: upper - lower); with an infinite upper
+            bound, a unit makes theta = value / unit with only the lower bound enforced.
     """
 
     lower: float = 0.0
     upper: float = float("inf")
     unit: float | None = None
 
-    def to_value(self, theta: np.ndarray) -> np.ndarray:
-        """theta -> value: exp above a lower bound, logistic between two, or theta * unit."""
+    @property
+    def scale(self) -> float | None:
+        """The unit theta is measured in, or None for a log above the lower bound."""
         if self.unit is not None:
-            return theta * self.unit
-        if np.isinf(self.upper):
-            return self.lower + np.exp(theta)
-        return self.lower + (self.upper - self.lower) / (1.0 + np.exp(-theta))
+            return self.unit
+        return None if np.isinf(self.upper) else self.upper - self.lower
+
+    def to_value(self, theta: np.ndarray) -> np.ndarray:
+        """theta -> value: exp above a lower bound, or theta * unit."""
+        scale = self.scale
+        return self.lower + np.exp(theta) if scale is None else theta * scale
 
     def derivative(self, theta: np.ndarray) -> np.ndarray:
         """d value / d theta."""
-        if self.unit is not None:
-            return np.full_like(np.asarray(theta, np.float64), self.unit)
-        if np.isinf(self.upper):
-            return np.exp(theta)
-        s = 1.0 / (1.0 + np.exp(-theta))
-        return (self.upper - self.lower) * s * (1 - s)
+        scale = self.scale
+        return np.exp(theta) if scale is None else np.full_like(np.asarray(theta, np.float64), scale)
 
     def theta_limits(self) -> tuple[float, float]:
         """(lower, upper) of theta that the solver enforces: the bounds in units, or none (-inf, inf)."""
-        if self.unit is None:
+        scale = self.scale
+        if scale is None:
             return -np.inf, np.inf
-        return self.lower / self.unit, self.upper / self.unit
+        return self.lower / scale, self.upper / scale
 
     def to_theta(self, value: float) -> float:
-        if self.unit is not None:
+        scale = self.scale
+        if scale is not None:
             if not self.lower <= value <= self.upper:
                 raise ValueError(f"initial value {value} is outside the bounds [{self.lower}, {self.upper}]")
-            return float(value / self.unit)
-        if not self.lower < value < self.upper:
+            return float(value / scale)
+        if not self.lower < value:
             raise ValueError(f"initial value {value} is outside the bounds ({self.lower}, {self.upper})")
-        if np.isinf(self.upper):
-            return float(np.log(value - self.lower))
-        u = (value - self.lower) / (self.upper - self.lower)
-        return float(np.log(u / (1.0 - u)))
+        return float(np.log(value - self.lower))
 
 
 def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, float]:

@@ -204,32 +204,41 @@ def _rows(rows: np.ndarray, shown: int = 5) -> str:
 
 
 def simulate_mujoco(
-    model: mujoco.MjModel, qpos0: np.ndarray, qvel0: np.ndarray, ctrl: np.ndarray, n_substeps: int
+    model: mujoco.MjModel | Sequence[mujoco.MjModel],
+    qpos0: np.ndarray,
+    qvel0: np.ndarray,
+    ctrl: np.ndarray,
+    n_substeps: int,
+    threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Segments simulated by MuJoCo's C `rollout` (float64).
 
     Args:
+        model: the model, or one per segment (S of them, of one size signature).
         qpos0: [S, nq], qvel0: [S, nv] start states.
         ctrl: [S, K, nu], each held for `n_substeps` steps, or [S, K, n_substeps, nu], one per physics step.
+        threads: the segments are simulated on this many threads.
 
     Returns:
         qpos [S, K, nq] and qvel [S, K, nv] after each control.
     """
-    data = mujoco.MjData(model)
+    first = model if isinstance(model, mujoco.MjModel) else model[0]
+    data = mujoco.MjData(first)
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    initial = np.zeros((len(qpos0), mujoco.mj_stateSize(model, spec)))
+    initial = np.zeros((len(qpos0), mujoco.mj_stateSize(first, spec)))
+    mujoco.mj_resetData(first, data)
     for i, (q, v) in enumerate(zip(qpos0, qvel0, strict=True)):
-        mujoco.mj_resetData(model, data)
         data.qpos[:], data.qvel[:] = q, v
-        mujoco.mj_getState(model, data, initial[i], spec)
+        mujoco.mj_getState(first, data, initial[i], spec)
     ctrl = np.asarray(ctrl, np.float64)
     if ctrl.ndim == 4:
         controls = ctrl.reshape(ctrl.shape[0], -1, ctrl.shape[-1])
     else:
         controls = np.repeat(ctrl, n_substeps, axis=1)
-    states, _ = mj_rollout.rollout(model, data, initial, controls)
+    datas = [data] + [mujoco.MjData(first) for _ in range(min(threads, len(initial)) - 1)]
+    states, _ = mj_rollout.rollout(model, datas if len(datas) > 1 else data, initial, controls)
     states = states[:, n_substeps - 1 :: n_substeps]
-    return states[..., 1 : 1 + model.nq], states[..., 1 + model.nq : 1 + model.nq + model.nv]
+    return states[..., 1 : 1 + first.nq], states[..., 1 + first.nq : 1 + first.nq + first.nv]
 
 
 def multisine(

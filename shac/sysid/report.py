@@ -61,7 +61,8 @@ def analyze(
         units: parameters (>= 0, possibly 0) judged in a fixed unit rather than
             relative to their value, key -> unit: their `relative_std` is the
             standard error in that unit, their interval is cut at 0, and their
-            entry records the `unit`.
+            entry records the `unit`. A parameter estimated at exactly 0 (a bound the
+            fit may reach) is judged so in the model's unit (1), not relative to 0.
         motion: `recorded_motion` of the fit's recordings: the advice on a flagged
             direction is then derived from the parameters' physics and what the
             joints did (`ADVICE_RULES`); without it, the generic advice.
@@ -75,7 +76,7 @@ def analyze(
         dict per flag, `advise`), `condition_number`, and `motion` when given.
     """
     p = len(keys)
-    units = units or {}
+    units = {key: 1.0 for key, value in zip(keys, values, strict=True) if value == 0} | (units or {})
     scale = np.array([units.get(key, values[i]) for i, key in enumerate(keys)], np.float64)
     fisher = information * scale[:, None] * scale[None, :]
     finite = np.isfinite(fisher)

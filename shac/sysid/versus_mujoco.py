@@ -113,13 +113,18 @@ def bounds(guess_model: mujoco.MjModel, keys: tuple[str, ...], upper: float) -> 
 
 
 def fit_shac(
-    guess_model: mujoco.MjModel, keys: tuple[str, ...], recording: Recording, steps: int, upper: float
+    guess_model: mujoco.MjModel,
+    keys: tuple[str, ...],
+    recording: Recording,
+    steps: int,
+    upper: float,
+    method: str = "autodiff",
 ) -> ToolFit:
-    """This project's fit of `recording` from `guess_model`'s values within `bounds`."""
+    """This project's fit of `recording` from `guess_model`'s values within `bounds`, its Jacobians by `method`."""
     started = time.perf_counter()
     limits = dict(zip(keys, bounds(guess_model, keys, upper), strict=True))
     problem = Problem(guess_model, keys, recording.data, bounds=limits)
-    result = fit(problem, steps=steps)
+    result = fit(problem, steps=steps, method=method)
     report = analyze(keys, result.values, result.information, result.converged)
     seconds = time.perf_counter() - started
     entries = [report["parameters"][key] for key in keys]
@@ -264,6 +269,7 @@ def run(
     upper: float,
     seed: int,
     on_dataset: Callable[[int, Comparison], None] | None = None,
+    method: str = "autodiff",
 ) -> tuple[list[Comparison], float]:
     """Records `datasets` recordings of `true_model` (dataset k from the generator seeded [seed, k], as
     launch/sysid_coverage.py seeds it, start states from `env`'s reset) and fits `keys` in each with both
@@ -273,6 +279,7 @@ def run(
         qpos_noise, qvel_noise: (low, high); each dataset's noise std is log-uniform in between.
         steps: each solver's iterations at most. upper: see `bounds`.
         on_dataset: called with (k, comparison) after each dataset.
+        method: how this project's fit takes its Jacobians (`shac.sysid.fit.fit`).
 
     Returns:
         The comparisons and the seconds of a one-step warm-up fit of the first dataset by this project's
@@ -284,9 +291,9 @@ def run(
         rng = np.random.default_rng([seed, k])
         recording = coverage.simulate(true_model, keys, initial_state, rng, dt, seconds, max_hz, qpos_noise, qvel_noise)
         if k == 0:
-            compile_seconds = fit_shac(guess_model, keys, recording, 1, upper).fit_seconds
+            compile_seconds = fit_shac(guess_model, keys, recording, 1, upper, method).fit_seconds
         fits = {
-            "shac": fit_shac(guess_model, keys, recording, steps, upper),
+            "shac": fit_shac(guess_model, keys, recording, steps, upper, method),
             "mujoco.sysid": fit_mujoco(guess_model, spec, keys, recording, steps, upper),
         }
         comparisons.append(Comparison(dt, recording.qpos_noise, recording.qvel_noise, recording.truth, fits))
