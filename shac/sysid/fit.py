@@ -424,28 +424,30 @@ class Problem:
         every variant simulated by one multithreaded C `rollout` (in chunks of at most `ROLLOUT_BYTES`)."""
         models: dict[tuple[float, ...], mujoco.MjModel] = {}
         controls: dict[float, np.ndarray] = {}
+        variant_models, variant_controls = [], []  # [V] each variant's model and controls, shared where equal
         for v in values:
             key = tuple(float(v[i]) for i in self.model_indices)
             if key not in models:
                 models[key] = copy.deepcopy(self.mj_model)
                 for parameter, value in zip(self.parameters, key, strict=True):
                     parameter.write_mj(models[key], value)
-            if self._delay_of(v) not in controls:
-                controls[self._delay_of(v)] = self.step_controls(v)
+            delay = self._delay_of(v)
+            if delay not in controls:
+                controls[delay] = self.step_controls(v)
+            variant_models.append(models[key])
+            variant_controls.append(controls[delay])
         count, length = x0.shape[1], self.segment_length
         state_bytes = (
             8 * (length - 1) * self.n_substeps * mujoco.mj_stateSize(self.mj_model, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         )
         chunk = max(1, ROLLOUT_BYTES // (state_bytes * count))
-        threads = len(os.sched_getaffinity(0))
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         simulated = []
         for first in range(0, len(values), chunk):
-            part = values[first : first + chunk]
-            segment_models = [
-                models[tuple(float(v[i]) for i in self.model_indices)] for v in part for _ in range(count)
-            ]
-            ctrl = np.concatenate([controls[self._delay_of(v)] for v in part])
-            starts = x0[first : first + chunk].reshape(-1, x0.shape[-1])
+            part = slice(first, first + chunk)
+            segment_models = [model for model in variant_models[part] for _ in range(count)]
+            ctrl = np.concatenate(variant_controls[part])
+            starts = x0[part].reshape(-1, x0.shape[-1])
             qpos, qvel = simulate_mujoco(
                 segment_models, starts[:, : self.nq], starts[:, self.nq :], ctrl, self.n_substeps, threads
             )
