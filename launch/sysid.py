@@ -213,6 +213,12 @@ def main(argv: list[str]) -> None:
             f"from {1000 * candidates[0]:.4g} to {1000 * candidates[-1]:.4g} ms (the other parameters at their "
             "initial values)"
         )
+    if result.delay_restart is not None:
+        print(
+            f"the fitted delay ended next to a multiple of the physics step; a second fit from "
+            f"{1000 * result.delay_restart:.4g} ms was run and the fit of lower cost kept "
+            f"(delay {1000 * result.values[problem.delay_index]:.4g} ms)"
+        )
     motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)
     report = analyze(
         tuple(args.params),
@@ -238,6 +244,7 @@ def main(argv: list[str]) -> None:
         "converged": result.converged,
         "stalled": result.stalled,
         "delay_start": result.delay_start,
+        "delay_restart": result.delay_restart,
         "steps": result.steps,
         "step_length": result.step_length,
         **report,

@@ -559,6 +559,35 @@ def test_a_delay_of_several_steps_is_found_by_the_scan_before_the_fit():
     assert fit(problem, method="finite_difference", steps=0, delay_scan=False).delay_start is None
 
 
+def test_a_delay_next_to_a_physics_step_multiple_is_mirrored_across_it():
+    # the pendulum's physics step is 10 ms: within a tenth of it (1 ms) of a multiple, the restart mirrors
+    problem = delay_problem()
+    restart = {d: fit_module.kink_restart(problem, np.array([0.1, d])) for d in (0.0195, 0.0203, 0.0185, 0.0004)}
+    assert restart == {0.0195: pytest.approx(0.0205), 0.0203: pytest.approx(0.0197), 0.0185: None, 0.0004: None}
+    assert fit_module.kink_restart(problem, np.array([0.1, 0.02])) == pytest.approx(0.0205)  # on it: half the window
+    bounds = {DELAY: Bounds(upper=0.02)}
+    bounded = Problem(model_with(damping=0.05), [DAMPING, DELAY], delayed_recording(), bounds=bounds,
+                      signal_values={DELAY: 0.005})  # fmt: skip
+    assert fit_module.kink_restart(bounded, np.array([0.1, 0.0199])) is None  # the mirror (20.1 ms) is out of bounds
+    assert fit_module.kink_restart(delay_problem((DAMPING,), delay=0.02), np.array([0.1])) is None  # no fitted delay
+
+
+def test_the_restarted_fit_keeps_the_lower_cost_of_the_two_fits():
+    # the true delay, 20 ms, is a multiple of the step: the first fit ends next to it and a second one runs
+    problem = delay_problem()
+    result = fit(problem, method="finite_difference")
+    first = fit(problem, method="finite_difference", delay_restart=False)
+    assert first.delay_restart is None and result.delay_restart == fit_module.kink_restart(problem, first.values)
+    mirrored = delay_problem(delay=result.delay_restart)
+    second = fit(mirrored, method="finite_difference", delay_scan=False, delay_restart=False)
+    weights = 1.0 / np.atleast_2d(first.noise)
+    costs = [fit_module.weighted_cost(problem, r, weights, "finite_difference") for r in (first, second)]
+    kept = (first, second)[int(np.argmin(costs))]
+    np.testing.assert_array_equal(result.values, kept.values)
+    assert result.steps == first.steps + second.steps and result.delay_start == first.delay_start
+    assert result.converged and result.values[1] == pytest.approx(0.02, abs=0.002)
+
+
 def test_a_fit_that_ignores_the_delay_biases_the_damping():
     with_delay = fit(delay_problem(), method="finite_difference")
     without = fit(delay_problem((DAMPING,), delay=0.0), method="finite_difference")
