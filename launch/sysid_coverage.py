@@ -10,7 +10,9 @@ model values spread around `true_params` and a control delay drawn from
 of the 95% intervals, the median relative error (for the delay: the median error
 in ms and how often it is within one sample spacing) and the median fit time,
 overall and per sampling rate, and writes them with every dataset's fit to `out`
-(JSON). Bad arguments stop with one line before anything compiles.
+(JSON). `extend=<earlier out>` continues an earlier run of the same arguments: its datasets are
+kept and the new ones start at the next index, so a long benchmark can be run in parts. Bad
+arguments stop with one line before anything compiles.
 """
 
 from __future__ import annotations
@@ -56,15 +58,40 @@ class CoverageArgs:
     """Each dataset multiplies every value of true_params by exp(U(-spread, spread)); 0: them as given."""
     seed: int = 0
     out: str = ""
+    extend: str = ""
+    """An earlier run's `out` JSON, made with the same arguments but `datasets`, `out` and `extend`: its
+    datasets are kept and the run continues at the next one, up to `datasets` in all."""
     """JSON file for the summary and every dataset's fit, rewritten after each dataset (default: print only)."""
 
 
 USAGE = "usage: python launch/sysid_coverage.py [datasets=50] [true_params=[k=v,...]] [delay=[low,high]] ..."
 
 
+EXTEND_FREE = ("datasets", "out", "extend")
+"""The arguments an extended run may change."""
+
+
+def earlier_run(args: CoverageArgs) -> dict:
+    """The JSON of `args.extend` ({} without one); exits with one line if it cannot be extended by `args`."""
+    if not args.extend:
+        return {}
+    try:
+        record = json.loads(Path(args.extend).read_text())
+        earlier_args, done = record["args"], len(record["datasets"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"error: extend={args.extend} is not the JSON of an earlier coverage run ({e})")
+    for key, value in asdict(args).items():
+        if key not in EXTEND_FREE and earlier_args.get(key) != value:
+            sys.exit(f"error: extend={args.extend} was made with {key}={earlier_args.get(key)}, not {value}")
+    if done >= args.datasets:
+        sys.exit(f"error: extend={args.extend} already has {done} datasets; ask for more (datasets={done + 1} or more)")
+    return record
+
+
 def parse(argv: list[str]) -> CoverageArgs:
     """The arguments, checked; exits with one line on a bad one (before mujoco is imported or anything compiles)."""
     args = cli.parse(CoverageArgs, argv, USAGE)
+    earlier_run(args)
     from shac.sysid.parameters import parse_assignments  # numpy only, like signals
     from shac.sysid.signals import DEFAULT_UPPER_FRACTION, DELAY, check_delay
 
@@ -122,8 +149,15 @@ def main(argv: list[str]) -> None:
     spread = f" times exp(U(-{args.spread:g}, {args.spread:g}))" if args.spread else ""
     delayed = f", delay uniform in [{1000 * delay[0]:g}, {1000 * delay[1]:g}] ms" if args.delay else ""
     print(f"{args.datasets} datasets of {args.seconds} s, {truth}{spread}{delayed}, rates {args.rates} s")
-    datasets, start = [], time.perf_counter()
-    for k in range(args.datasets):
+    earlier = earlier_run(args)
+    datasets, start = [coverage.Dataset(**d) for d in earlier.get("datasets", [])], time.perf_counter()
+    commands = [
+        *earlier.get("commands", [earlier["command"]] if earlier else []),
+        "python launch/sysid_coverage.py " + " ".join(argv),
+    ]
+    if datasets:
+        print(f"kept the {len(datasets)} datasets of {args.extend}")
+    for k in range(len(datasets), args.datasets):
         rng = np.random.default_rng([args.seed, k])
         dataset = coverage.simulate_and_fit(
             true_model,
@@ -158,7 +192,7 @@ def main(argv: list[str]) -> None:
             )
         print(line, flush=True)
         if args.out:  # after every dataset: a long benchmark stopped early keeps what it measured
-            record = {"command": "python launch/sysid_coverage.py " + " ".join(argv), "args": asdict(args)}
+            record = {"command": commands[-1], "commands": commands, "args": asdict(args)}
             record |= {"summary": coverage.summarize(datasets, keys), "datasets": [asdict(d) for d in datasets]}
             Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     summary = coverage.summarize(datasets, keys)

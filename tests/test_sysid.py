@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import jax
@@ -385,6 +386,46 @@ def test_coverage_cli_rejects_bad_delays_and_spreads_in_one_line(args, message):
     with pytest.raises(SystemExit) as exit_:
         sysid_coverage.parse(args)  # before the runtime is set: nothing imports mujoco or compiles
     assert exit_.value.code == message
+
+
+def run_coverage(*args):
+    command = [sys.executable, "launch/sysid_coverage.py", "seconds=2", "rates=[0.05]", "method=finite_difference"]
+    return subprocess.run([*command, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_a_coverage_run_extended_keeps_its_datasets_and_continues_at_the_next(tmp_path):
+    first, extended, whole = (tmp_path / f"{name}.json" for name in ("first", "extended", "whole"))
+    for args in (["datasets=1", f"out={first}"], ["datasets=2", f"out={extended}", f"extend={first}"],
+                 ["datasets=2", f"out={whole}"]):  # fmt: skip
+        assert run_coverage(*args).returncode == 0
+    first, extended, whole = (json.loads(f.read_text()) for f in (first, extended, whole))
+    assert extended["datasets"][0] == first["datasets"][0]  # kept as written, its fit time included
+    for key in ("truth", "estimates", "std_errors", "covered", "steps"):  # dataset 1 as a run from scratch has it
+        assert extended["datasets"][1][key] == whole["datasets"][1][key]
+    assert extended["summary"]["all"]["datasets"] == 2 and extended["commands"][0] == first["command"]
+    assert extended["command"] == extended["commands"][1] and "extend=" in extended["command"]
+
+
+def test_a_coverage_run_extends_only_a_run_of_the_same_arguments(tmp_path):
+    from launch import sysid_coverage
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"command": "...", "args": {**asdict(sysid_coverage.CoverageArgs()), "seed": 1},
+                                   "datasets": [{}, {}]}))  # fmt: skip
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    cases = [
+        ([f"extend={earlier}", "seed=0"], f"error: extend={earlier} was made with seed=1, not 0"),
+        ([f"extend={earlier}", "seed=1", "datasets=2"],
+         f"error: extend={earlier} already has 2 datasets; ask for more (datasets=3 or more)"),
+    ]  # fmt: skip
+    for args, message in cases:
+        with pytest.raises(SystemExit) as exit_:
+            sysid_coverage.parse(args)
+        assert exit_.value.code == message
+    with pytest.raises(SystemExit, match=rf"^error: extend={broken} is not the JSON of an earlier coverage run \("):
+        sysid_coverage.parse([f"extend={broken}"])
+    assert sysid_coverage.parse([f"extend={earlier}", "seed=1", "datasets=3"]).extend == str(earlier)
 
 
 def test_coverage_takes_the_true_delay_as_a_range_and_the_initial_one_beside_the_model_values():
