@@ -58,10 +58,10 @@ class CoverageArgs:
     """Each dataset multiplies every value of true_params by exp(U(-spread, spread)); 0: them as given."""
     seed: int = 0
     out: str = ""
+    """JSON file for the summary and every dataset's fit, rewritten after each dataset (default: print only)."""
     extend: str = ""
     """An earlier run's `out` JSON, made with the same arguments but `datasets`, `out` and `extend`: its
     datasets are kept and the run continues at the next one, up to `datasets` in all."""
-    """JSON file for the summary and every dataset's fit, rewritten after each dataset (default: print only)."""
 
 
 USAGE = "usage: python launch/sysid_coverage.py [datasets=50] [true_params=[k=v,...]] [delay=[low,high]] ..."

@@ -622,7 +622,8 @@ def test_the_restarted_fit_keeps_the_lower_cost_of_the_two_fits():
     mirrored = delay_problem(delay=result.delay_restart)
     second = fit(mirrored, method="finite_difference", delay_scan=False, delay_restart=False)
     weights = 1.0 / np.atleast_2d(first.noise)
-    costs = [fit_module.weighted_cost(problem, r, weights, "finite_difference") for r in (first, second)]
+    costs = [fit_module.weighted_cost(problem, r.values, r.start_states, weights, "finite_difference")
+             for r in (first, second)]  # fmt: skip
     kept = (first, second)[int(np.argmin(costs))]
     np.testing.assert_array_equal(result.values, kept.values)
     assert result.steps == first.steps + second.steps and result.delay_start == first.delay_start

@@ -623,14 +623,12 @@ def scan_delay(problem: Problem, weights: np.ndarray, method: str = "autodiff") 
     model holds within about one), and a start one or two steps off can settle where the other
     parameters absorb the lag (a larger armature, no damping); a scan of single simulations is cheap.
     """
-    residuals_of = problem.residuals if method == "autodiff" else problem.residuals_mujoco
     values, x0 = problem.initial_values, problem.segments.measured[:, 0]
     candidates = problem.delay_candidates()
     costs = []
     for delay in candidates:
         values[problem.delay_index] = delay
-        residuals = residuals_of(values, x0, weights)
-        costs.append(float(np.sum(residuals**2)) if np.isfinite(residuals).all() else np.inf)
+        costs.append(weighted_cost(problem, values, x0, weights, method))
     return float(candidates[int(np.argmin(costs))])
 
 
@@ -676,7 +674,7 @@ def fit(
     values[problem.delay_index] = restart
     second = _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, result.steps)
     weights = 1.0 / np.atleast_2d(result.noise)  # both costs under the first fit's noise
-    costs = [weighted_cost(problem, r, weights, method) for r in (result, second)]
+    costs = [weighted_cost(problem, r.values, r.start_states, weights, method) for r in (result, second)]
     kept = second if costs[1] < costs[0] else result
     return replace(
         kept,
@@ -709,10 +707,17 @@ def kink_restart(problem: Problem, values: np.ndarray) -> float | None:
     return float(mirrored) if bounds.lower <= mirrored <= bounds.upper else None
 
 
-def weighted_cost(problem: Problem, result: FitResult, weights: np.ndarray, method: str = "autodiff") -> float:
-    """Sum of squared residuals of `result`'s values and start states under `weights` ([K, nx], per recording)."""
-    residuals_of = problem.residuals if method == "autodiff" else problem.residuals_mujoco
-    residuals = residuals_of(result.values, result.start_states, weights)
+def residuals_function(problem: Problem, method: str) -> Callable:
+    """`problem.residuals` (MJX) for "autodiff", `problem.residuals_mujoco` (MuJoCo's C simulator) otherwise."""
+    return problem.residuals if method == "autodiff" else problem.residuals_mujoco
+
+
+def weighted_cost(
+    problem: Problem, values: np.ndarray, x0: np.ndarray, weights: np.ndarray, method: str = "autodiff"
+) -> float:
+    """Sum of squared residuals at `values` [P] and start states `x0` [S, nx] under `weights` ([K, nx], per
+    recording); inf where the simulation is not finite."""
+    residuals = residuals_function(problem, method)(values, x0, weights)
     return float(np.sum(residuals**2)) if np.isfinite(residuals).all() else np.inf
 
 
@@ -734,7 +739,7 @@ def _fit_from(
     noise = problem.noise.copy()  # [K, nx]
 
     def make_functions(weights):
-        residuals_of = problem.residuals if method == "autodiff" else problem.residuals_mujoco
+        residuals_of = residuals_function(problem, method)
 
         def residuals_fn(theta, x0):
             return residuals_of(problem.to_values(theta), x0, weights)
