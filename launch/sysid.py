@@ -219,13 +219,18 @@ def main(argv: list[str]) -> None:
             f"{1000 * result.delay_restart:.4g} ms was run and the fit of lower cost kept "
             f"(delay {1000 * result.values[problem.delay_index]:.4g} ms)"
         )
+    if result.floor_restart:
+        print(
+            f"{', '.join(result.floor_restart)} ended at the floor (a millionth of the initial value); a second "
+            "fit with them back at their initial values was run and the fit of lower cost kept"
+        )
     motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)
     report = analyze(
         tuple(args.params),
         result.values,
         result.information,
         result.converged,
-        units=problem.report_units(),
+        units=problem.report_units(result.values),
         motion=motion,
     )
     cost, timed = {args.method: result.seconds_per_jacobian}, ""
@@ -245,6 +250,7 @@ def main(argv: list[str]) -> None:
         "stalled": result.stalled,
         "delay_start": result.delay_start,
         "delay_restart": result.delay_restart,
+        "floor_restart": list(result.floor_restart),
         "steps": result.steps,
         "step_length": result.step_length,
         **report,

@@ -24,7 +24,7 @@ from launch.record_trajectory import RecordArgs, controls, simulate, start_state
 from shac.sysid import coverage
 from shac.sysid import fit as fit_module
 from shac.sysid.fit import Problem, fit
-from shac.sysid.parameters import Bounds
+from shac.sysid.parameters import LOG_FLOOR, Bounds
 from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
 from shac.sysid.report import analyze, recorded_motion, summary_lines
 from shac.sysid.signals import DELAY
@@ -236,6 +236,29 @@ def test_between_two_bounds_the_fit_steps_in_the_value_and_leaves_a_bound():
     problem = Problem(model_with(damping=0.4), [DAMPING], random_recording(0.05, seed=1), bounds={DAMPING: bounds})
     result = fit(problem, method="finite_difference")
     assert result.converged and result.values[0] == pytest.approx(0.137, rel=0.01)
+
+
+def test_above_a_lower_bound_alone_the_log_stops_at_a_floor_where_the_derivative_is_not_0():
+    """The log flattens toward the lower bound: a parameter the data pull past it sank to exactly 0, with
+    a derivative of 0 and an information of NaN, yet converged (as two of the arm's frictions did in the
+    coverage benchmark). Here the data come from a damping of -0.02. The solver stops the damping at
+    LOG_FLOOR of its initial value, where the derivative is not 0: converged, with a finite information."""
+    bounds = Bounds().with_floor(0.05)
+    assert bounds.floor == pytest.approx(0.05 * LOG_FLOOR)
+    assert bounds.theta_limits() == (pytest.approx(np.log(0.05 * LOG_FLOOR)), np.inf)
+    assert Bounds(0.0, 0.4).with_floor(0.1) == Bounds(0.0, 0.4)  # between two bounds: the box
+    pulled_below = Problem(model_with(damping=0.05), [DAMPING], random_recording(0.05, seed=1, damping=-0.02))
+    result = fit(pulled_below, method="finite_difference")
+    assert result.converged and result.values[0] == pytest.approx(0.05 * LOG_FLOOR)
+    assert np.isfinite(result.information).all() and result.information[0, 0] > 0
+    assert result.floor_restart == (DAMPING,)  # a second fit from 0.05 found no minimum off the floor either
+    # the report judges it in its initial value, 0.05: relative to about 0 its error would have no scale
+    units = pulled_below.report_units(result.values)
+    entry = analyze((DAMPING,), result.values, result.information, units=units)["parameters"][DAMPING]
+    std_error = 1 / np.sqrt(result.information[0, 0])
+    assert units == {DAMPING: pytest.approx(0.05)} and entry["std_error"] == pytest.approx(std_error)
+    assert entry["ci95"] == [0.0, pytest.approx(result.values[0] + 1.959964 * std_error)]
+    assert Problem(model_with(), [DAMPING], random_recording(0.05, seed=1)).report_units(np.array([0.137])) == {}
 
 
 def test_mjx_jacobian_matches_finite_differences_in_mujoco():
@@ -547,7 +570,7 @@ def test_fit_recovers_a_control_delay_and_the_damping():
     problem = delay_problem()
     result = fit(problem)  # autodiff: the delay's derivative comes from MJX
     report = analyze(
-        (DAMPING, DELAY), result.values, result.information, result.converged, units=problem.report_units()
+        (DAMPING, DELAY), result.values, result.information, result.converged, units=problem.report_units(result.values)
     )
     assert result.converged
     damping, delay = report["parameters"][DAMPING], report["parameters"][DELAY]
@@ -628,6 +651,30 @@ def test_the_restarted_fit_keeps_the_lower_cost_of_the_two_fits():
     np.testing.assert_array_equal(result.values, kept.values)
     assert result.steps == first.steps + second.steps and result.delay_start == first.delay_start
     assert result.converged and result.values[1] == pytest.approx(0.02, abs=0.002)
+
+
+def test_parameters_at_their_floor_restart_from_their_initial_values_and_the_lower_cost_is_kept():
+    problem = Problem(model_with(damping=0.05, frictionloss=0.02), [DAMPING, FRICTION], random_recording(0.05, seed=1))
+    floor = problem.bounds[1].floor
+    np.testing.assert_array_equal(fit_module.floor_restart(problem, np.array([0.13, floor])), [0.13, 0.02])
+    np.testing.assert_array_equal(fit_module.floor_restart(problem, np.array([0.05e-6, floor])), [0.05, 0.02])
+    assert fit_module.floor_restart(problem, np.array([0.13, 2 * floor])) is None
+    # data without friction: the first fit ends with it at the floor, the second starts it at 0.02 again
+    result = fit(problem, method="finite_difference")
+    first = fit(problem, method="finite_difference", bound_restart=False)
+    assert (
+        first.floor_restart == ()
+        and result.floor_restart == (FRICTION,)
+        and problem.bounds[1].at_floor(first.values[1])
+    )
+    restarted = Problem(model_with(damping=first.values[0], frictionloss=0.02), [DAMPING, FRICTION], problem.trajectory)
+    second = fit(restarted, method="finite_difference", bound_restart=False)
+    weights = 1.0 / np.atleast_2d(first.noise)
+    costs = [fit_module.weighted_cost(problem, r.values, r.start_states, weights, "finite_difference")
+             for r in (first, second)]  # fmt: skip
+    np.testing.assert_array_equal(result.values, (first, second)[int(np.argmin(costs))].values)
+    assert result.steps == first.steps + second.steps and result.converged
+    assert result.values[0] == pytest.approx(0.137, rel=0.02)
 
 
 def test_a_fit_that_ignores_the_delay_biases_the_damping():

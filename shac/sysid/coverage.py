@@ -145,7 +145,9 @@ def simulate_and_fit(
     started = time.perf_counter()
     result = fit(problem, steps=steps, method=method)
     fit_seconds = time.perf_counter() - started
-    report = analyze(keys, result.values, result.information, result.converged, units=problem.report_units())
+    report = analyze(
+        keys, result.values, result.information, result.converged, units=problem.report_units(result.values)
+    )
     entries = [report["parameters"][key] for key in keys]
     covered = [e["reliable"] and e["ci95"][0] <= t <= e["ci95"][1] for e, t in zip(entries, truth, strict=True)]
     delay_error = abs(entries[keys.index(signals.DELAY)]["estimate"] - true_delay) if fitted_delay else None

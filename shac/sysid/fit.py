@@ -56,7 +56,7 @@ from mujoco import mjx
 from envs.physics.parameters import ModelParameter, parse_all, write_all
 from shac.sysid import least_squares, signals
 from shac.sysid.noise import NOISE_RTOL, initial_noise, reestimate_noise
-from shac.sysid.parameters import Bounds
+from shac.sysid.parameters import LOG_FLOOR, Bounds
 from shac.sysid.recording import SPACING_RTOL, Trajectory, simulate_mujoco
 
 METHODS = ("autodiff", "finite_difference")
@@ -155,7 +155,7 @@ class Problem:
             before anything compiles.
         segment_seconds: duration of each segment (default: `default_segment_seconds`
             of the recordings joined, so set by the longest stretch of any).
-        bounds: per-key bounds (default: positive, unbounded above; for the
+        bounds: per-key bounds (default: positive, unbounded above, at least `LOG_FLOOR` of the initial value; for the
             delay [0, a tenth of the longest stretch], where only its upper bound is taken from here).
         noise: (qpos, qvel) noise standard deviations, each a scalar or one per
             coordinate, for every recording; None estimates them per recording.
@@ -209,8 +209,10 @@ class Problem:
         signals.check_delay(self.delay, longest, what, where)
         bounds = bounds or {}
         self.bounds = tuple(
-            self._delay_bounds(bounds.get(key), longest, dt) if signals.is_signal(key) else bounds.get(key, Bounds())
-            for key in keys
+            self._delay_bounds(bounds.get(key), longest, dt)
+            if signals.is_signal(key)
+            else bounds.get(key, Bounds()).with_floor(initial)
+            for key, initial in zip(keys, self.initial_values, strict=True)
         )
         self.n_substeps = round(dt / mj_model.opt.timestep)
         if self.n_substeps < 1 or abs(self.n_substeps * mj_model.opt.timestep - dt) > 1e-6 * max(dt, 1.0):
@@ -320,9 +322,15 @@ class Problem:
         lower, upper = zip(*(b.theta_limits() for b in self.bounds), strict=True)
         return np.array(lower, np.float64), np.array(upper, np.float64)
 
-    def report_units(self) -> dict[str, float]:
-        """Parameters judged in absolute units (`shac.sysid.report.analyze`): the delay, in sample spacings."""
-        return {} if self.delay_index is None else {signals.DELAY: self.trajectory.dt}
+    def report_units(self, values: np.ndarray) -> dict[str, float]:
+        """Parameters judged in absolute units (`shac.sysid.report.analyze`) at `values` [P]: the delay, in
+        sample spacings, and a parameter at its floor (`Bounds`), in its initial distance to the bound:
+        relative to a value of about 0, its uncertainty would have no scale."""
+        units = {} if self.delay_index is None else {signals.DELAY: self.trajectory.dt}
+        for key, bounds, value in zip(self.keys, self.bounds, values, strict=True):
+            if bounds.at_floor(value):
+                units[key] = bounds.floor / LOG_FLOOR
+        return units
 
     def controls_phrase(self) -> str:
         """How the fit treats the controls, for the noise-model line."""
@@ -596,7 +604,8 @@ class FitResult:
         seconds_per_jacobian: median time of one Jacobian (all segments).
         delay_start: the delay (s) the fit started from after `scan_delay`; None without a scan.
         delay_restart: the delay (s) a second fit started from (`kink_restart`); None without one.
-            `steps` and `seconds_per_jacobian` then count both fits; the other fields are the kept one's.
+        floor_restart: the parameters a last fit started again from their initial values (`floor_restart`).
+            After a restart `steps` and `seconds_per_jacobian` count every fit; the other fields are the kept one's.
     """
 
     values: np.ndarray
@@ -613,6 +622,7 @@ class FitResult:
     seconds_per_jacobian: float
     delay_start: float | None = None
     delay_restart: float | None = None
+    floor_restart: tuple[str, ...] = ()
 
 
 def scan_delay(problem: Problem, weights: np.ndarray, method: str = "autodiff") -> float:
@@ -641,6 +651,7 @@ def fit(
     on_step: Callable[[int, float, np.ndarray], None] | None = None,
     delay_scan: bool = True,
     delay_restart: bool = True,
+    bound_restart: bool = True,
 ) -> FitResult:
     """Fits the parameters and start states by Levenberg-Marquardt, estimating the noise unless given.
 
@@ -659,6 +670,8 @@ def fit(
             delay among the candidates), not at the initial delay alone.
         delay_restart: fit again from the other side of a physics-step multiple the fitted delay
             ended next to (`kink_restart`), keeping the fit of lower cost.
+        bound_restart: fit again with the parameters the fit left at their floor back at their initial
+            values (`floor_restart`), keeping the fit of lower cost.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method '{method}'; available: {', '.join(METHODS)}")
@@ -666,23 +679,53 @@ def fit(
     delay_start = None
     if problem.delay_index is not None and delay_scan:
         delay_start = values[problem.delay_index] = scan_delay(problem, 1.0 / problem.noise, method)
-    result = _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step)
+    result = replace(_fit_from(problem, values, steps, tolerance, method, max_rounds, on_step), delay_start=delay_start)
     restart = kink_restart(problem, result.values) if delay_restart else None
-    if restart is None:
-        return replace(result, delay_start=delay_start)
-    values = problem.initial_values
-    values[problem.delay_index] = restart
-    second = _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, result.steps)
-    weights = 1.0 / np.atleast_2d(result.noise)  # both costs under the first fit's noise
-    costs = [weighted_cost(problem, r.values, r.start_states, weights, method) for r in (result, second)]
-    kept = second if costs[1] < costs[0] else result
+    if restart is not None:
+        values = problem.initial_values
+        values[problem.delay_index] = restart
+        second = _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, result.steps)
+        result = replace(_lower_cost(problem, result, second, method), delay_restart=restart)
+    floored = floor_restart(problem, result.values) if bound_restart else None
+    if floored is not None:
+        second = _fit_from(problem, floored, steps, tolerance, method, max_rounds, on_step, result.steps)
+        restarted = tuple(key for key, a, b in zip(problem.keys, result.values, floored, strict=True) if a != b)
+        result = replace(_lower_cost(problem, result, second, method), floor_restart=restarted)
+    return result
+
+
+def _lower_cost(problem: Problem, first: FitResult, second: FitResult, method: str) -> FitResult:
+    """The fit of lower cost under `first`'s noise, with `steps` and `seconds_per_jacobian` of both and `first`'s
+    record of the restarts before it."""
+    weights = 1.0 / np.atleast_2d(first.noise)
+    costs = [weighted_cost(problem, r.values, r.start_states, weights, method) for r in (first, second)]
+    kept = second if costs[1] < costs[0] else first
     return replace(
         kept,
-        steps=result.steps + second.steps,
-        seconds_per_jacobian=float(np.mean([result.seconds_per_jacobian, second.seconds_per_jacobian])),
-        delay_start=delay_start,
-        delay_restart=restart,
+        steps=first.steps + second.steps,
+        seconds_per_jacobian=float(np.mean([first.seconds_per_jacobian, second.seconds_per_jacobian])),
+        delay_start=first.delay_start,
+        delay_restart=first.delay_restart,
     )
+
+
+def floor_restart(problem: Problem, values: np.ndarray) -> np.ndarray | None:
+    """`values` [P] with each parameter at its floor (`Bounds`) back at its initial value; None if none is.
+
+    A parameter above its floor leaves it when the data pull it back; at a minimum on the floor they do
+    not. On the arm (24 parameters) such minima were wrong ones: a joint's damping and friction at the
+    floor, its armature and gain making up for them, the intervals of all four missing (docs/sysid.md).
+    A second fit from the other estimates, with these parameters back where the first one started,
+    looks for a minimum off the floor.
+    """
+    floored = [
+        i for i, (bounds, value) in enumerate(zip(problem.bounds, values, strict=True)) if bounds.at_floor(value)
+    ]
+    if not floored:
+        return None
+    restart = np.array(values, np.float64)
+    restart[floored] = problem.initial_values[floored]
+    return restart
 
 
 def kink_restart(problem: Problem, values: np.ndarray) -> float | None:
