@@ -18,6 +18,8 @@ import numpy as np
 
 LOG_FLOOR = 1e-6
 """Above a lower bound alone, the least distance to it the fit allows, as a fraction of the initial one."""
+FLOOR_REACH = 10.0
+"""A parameter within this factor of its floor counts as at it (`Bounds.at_floor`)."""
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,9 @@ class Bounds:
         return replace(self, floor=LOG_FLOOR * (initial - self.lower))
 
     def at_floor(self, value: float) -> bool:
-        """Whether `value` is at the floor (to rounding)."""
-        return self.floor > 0 and value - self.lower <= self.floor * (1 + 1e-9)
+        """Whether `value` is at the floor: within `FLOOR_REACH` of it, where a fit that approaches it in ever
+        shorter steps stops, as good as 0 next to its initial value."""
+        return self.floor > 0 and value - self.lower <= FLOOR_REACH * self.floor
 
     @property
     def scale(self) -> float | None:
