@@ -152,6 +152,12 @@ def test_train_cli_reports_a_config_error_in_one_line():
     assert result.stderr.strip().splitlines()[-1] == "config error: algo.horizon must be > 0, got -1"
 
 
+def test_a_tasks_config_overrides_the_entry_configs_own_values():
+    assert to_train_config(split_launch_config(compose_config())[0]).checkpoint.every == 50
+    assert to_train_config(split_launch_config(compose_config("env=ant"))[0]).checkpoint.every == 1000
+    assert to_train_config(split_launch_config(compose_config("env=hopper"))[0]).checkpoint.every == 250
+
+
 def test_launch_options_are_split_from_the_run_config():
     values, options = split_launch_config(compose_config("resume=runs/x", "compile_cache=off", "checkpoint.every=7"))
     assert (options.resume, options.compile_cache) == ("runs/x", "off")
