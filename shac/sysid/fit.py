@@ -714,7 +714,7 @@ def floor_restart(problem: Problem, values: np.ndarray) -> np.ndarray | None:
 
     A parameter above its floor leaves it when the data pull it back; at a minimum on the floor they do
     not. On the arm (24 parameters) such minima were wrong ones: a joint's damping and friction at the
-    floor, its armature and gain making up for them, the intervals of all four missing (docs/sysid.md).
+    floor, its armature and gain making up for them (docs/sysid.md, "Coverage benchmark").
     A second fit from the other estimates, with these parameters back where the first one started,
     looks for a minimum off the floor.
     """
