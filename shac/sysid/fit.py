@@ -56,7 +56,7 @@ from mujoco import mjx
 from envs.physics.parameters import ModelParameter, parse_all, write_all
 from shac.sysid import least_squares, signals
 from shac.sysid.noise import NOISE_RTOL, initial_noise, reestimate_noise
-from shac.sysid.parameters import LOG_FLOOR, Bounds
+from shac.sysid.parameters import Bounds
 from shac.sysid.recording import SPACING_RTOL, Trajectory, simulate_mujoco
 
 METHODS = ("autodiff", "finite_difference")
@@ -327,9 +327,9 @@ class Problem:
         sample spacings, and a parameter at its floor (`Bounds`), in its initial distance to the bound:
         relative to a value of about 0, its uncertainty would have no scale."""
         units = {} if self.delay_index is None else {signals.DELAY: self.trajectory.dt}
-        for key, bounds, value in zip(self.keys, self.bounds, values, strict=True):
+        for key, bounds, value, initial in zip(self.keys, self.bounds, values, self.initial_values, strict=True):
             if bounds.at_floor(value):
-                units[key] = bounds.floor / LOG_FLOOR
+                units[key] = initial - bounds.lower
         return units
 
     def controls_phrase(self) -> str:
