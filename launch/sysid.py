@@ -49,7 +49,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from launch import cli
 
-METHODS = ("autodiff", "finite_difference")
+METHODS = ("autodiff", "finite_difference", "forward_difference")
+"""`shac.sysid.fit.METHODS`, named here so that a bad one fails before JAX is imported."""
 NOT_CONVERGED_STATUS = 3
 
 
@@ -88,7 +89,8 @@ class SysidArgs:
     allow_unconverged: bool = False
     """Exit with status 0 even if the fit did not converge (the report still says so)."""
     method: str = "autodiff"
-    """Jacobian source: autodiff (MJX) or finite_difference (MuJoCo's C simulator)."""
+    """Jacobian source: autodiff (MJX), or finite_difference (central) or forward_difference (half the
+    simulations) over MuJoCo's C simulator."""
     compare_cost: bool = True
     """Also time one Jacobian of the other method, for the report."""
     out: str = ""
@@ -164,7 +166,7 @@ def main(argv: list[str]) -> None:
     import envs
     from envs.physics.parameters import ModelParameter
     from shac.sysid import signals
-    from shac.sysid.fit import Problem, fit
+    from shac.sysid.fit import Problem, fit, residuals_function
     from shac.sysid.parameters import Bounds, parse_assignments
     from shac.sysid.recording import Trajectory
     from shac.sysid.report import analyze, plot_landscape, recorded_motion, summary_lines
@@ -235,7 +237,7 @@ def main(argv: list[str]) -> None:
     )
     cost, timed = {args.method: result.seconds_per_jacobian}, ""
     if args.compare_cost:
-        other = METHODS[1 - METHODS.index(args.method)]
+        other = "finite_difference" if args.method == "autodiff" else "autodiff"
         cost[other] = _time_jacobian(problem, result, other)
         timed = f", timing one {other} Jacobian" + (" (compilation included)" if other == "autodiff" else "")
     nq = problem.nq
@@ -253,6 +255,7 @@ def main(argv: list[str]) -> None:
         "floor_restart": list(result.floor_restart),
         "steps": result.steps,
         "step_length": result.step_length,
+        "parameter_step_errors": result.parameter_step_errors,
         **report,
         "noise": {
             "source": "given" if result.noise_given else "estimated from the residuals",
@@ -273,7 +276,7 @@ def main(argv: list[str]) -> None:
         report["columns"], report["units"] = args.columns, args.units
     given = {key: value for key, value in model_init.items() if key not in args.params}
     report["identified_xml"] = _write_identified(env, problem, result, given, args, out)
-    residuals_of = problem.residuals if args.method == "autodiff" else problem.residuals_mujoco
+    residuals_of = residuals_function(problem, args.method)
     weights = 1.0 / result.noise
 
     def loss_fn(grid: np.ndarray) -> np.ndarray:

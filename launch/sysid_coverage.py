@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from launch import cli
+from launch.sysid import METHODS
 
 
 @dataclass
@@ -48,7 +49,7 @@ class CoverageArgs:
     qvel_noise: list[float] = field(default_factory=lambda: [3e-3, 3e-2])
     """[low, high]: each dataset's velocity noise std is log-uniform in between."""
     method: str = "autodiff"
-    """Jacobian source of the fits: autodiff or finite_difference."""
+    """Jacobian source of the fits: autodiff, finite_difference or forward_difference (`launch/sysid.py`)."""
     steps: int = 50
     """Maximum Levenberg-Marquardt iterations of each fit."""
     delay: list[float] = field(default_factory=list)
@@ -95,6 +96,8 @@ def parse(argv: list[str]) -> CoverageArgs:
     from shac.sysid.parameters import parse_assignments  # numpy only, like signals
     from shac.sysid.signals import DEFAULT_UPPER_FRACTION, DELAY, check_delay
 
+    if args.method not in METHODS:
+        sys.exit(f"error: unknown method '{args.method}'; available: {', '.join(METHODS)}")
     if args.steps < 1:
         sys.exit(f"error: steps must be >= 1, got {args.steps}")
     if args.spread < 0:
@@ -183,6 +186,11 @@ def main(argv: list[str]) -> None:
             f"{'converged' if dataset.converged else 'NOT CONVERGED'} in {dataset.steps} steps, "
             f"fit {dataset.fit_seconds:.1f} s"
         )
+        if dataset.stalled:
+            line += (
+                f" (stalled: step {dataset.step_length:.2g} standard errors, moving no parameter by more "
+                f"than {dataset.parameter_step_errors:.2g} of its own)"
+            )
         if args.delay:
             i = keys.index(DELAY)
             within = "within one step" if dataset.delay_within_step else "MORE than one step"

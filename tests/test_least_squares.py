@@ -99,3 +99,40 @@ def test_a_bounded_variable_stops_at_its_bound_and_the_fit_converges_there():
     # the others are the least-squares fit with theta_0 held at 0
     held = np.linalg.lstsq(np.delete(dense, 0, axis=1), -offset.reshape(-1), rcond=None)[0]
     np.testing.assert_allclose(np.concatenate([solution.theta[1:], solution.x.reshape(-1)]), held, atol=1e-8)
+
+
+@pytest.mark.parametrize("shared_kinked", [False, True])
+def test_a_stall_with_only_local_variables_left_to_move_counts_as_converged(shared_kinked):
+    """Each of 2 blocks has a shared residual (theta - 1, or a constant 0.5 whose Jacobian says it moves) and a
+    local residual 2 that the Jacobian says x moves and no step does: the cost stalls with the Gauss-Newton
+    step sqrt(2 * 1/2 * (2^2 + 2^2)) = sqrt(8) long. It moves theta by about 0 once theta is about 1 (converged);
+    with the kinked shared residual by -1/2, against theta's standard error 1/sqrt(2) (information 2): by
+    sqrt(1/2) standard errors (not converged)."""
+
+    def residuals_fn(theta, x):
+        shared = np.full(2, 0.5) if shared_kinked else np.full(2, theta[0] - 1.0)
+        return np.stack([shared, np.full(2, 2.0)], axis=1)  # [S=2, R=2]
+
+    def jacobian_fn(theta, x):
+        return residuals_fn(theta, x), np.tile([[1.0], [0.0]], (2, 1, 1)), np.tile([[0.0], [1.0]], (2, 1, 1))
+
+    solution = least_squares.levenberg_marquardt(residuals_fn, jacobian_fn, np.array([3.0]), np.zeros((2, 1)), 50)
+    assert solution.stalled and solution.steps < 50
+    if shared_kinked:
+        assert not solution.converged
+        assert solution.shared_step_errors == pytest.approx(np.sqrt(0.5))
+        assert solution.step_length == pytest.approx(np.sqrt(8.0 + 0.5))
+    else:
+        assert solution.converged and solution.theta[0] == pytest.approx(1.0)
+        assert solution.shared_step_errors < 1e-6
+        assert solution.step_length == pytest.approx(np.sqrt(8.0))
+
+
+def test_the_largest_step_in_standard_errors_by_hand():
+    # standard errors 0.5 and 2 (independent): steps of 0.1 and -1 are 0.2 and 0.5 of them
+    assert least_squares._largest_in_errors(np.array([0.1, -1.0]), np.diag([4.0, 0.25])) == pytest.approx(0.5)
+    # correlated: information [[2, 1], [1, 1]] has covariance [[1, -1], [-1, 2]], standard errors 1 and sqrt(2)
+    information = np.array([[2.0, 1.0], [1.0, 1.0]])
+    assert least_squares._largest_in_errors(np.array([0.3, 0.6]), information) == pytest.approx(0.6 / np.sqrt(2))
+    # a direction without information gets no step and does not count
+    assert least_squares._largest_in_errors(np.array([0.5, 0.0]), np.diag([1.0, 0.0])) == pytest.approx(0.5)

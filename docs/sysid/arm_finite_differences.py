@@ -55,7 +55,9 @@ every = median_seconds()
 print(f"central-difference Jacobian: {one:.2f} s on 1 core, {every:.2f} s on {len(cores)} ({one / every:.2f}x)")
 
 steps = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
-norms = np.array([np.linalg.norm(problem._jacobian_mujoco(values, x0, weights, h)[1], axis=(0, 1)) for h in steps])
+norms = np.array(
+    [np.linalg.norm(problem._jacobian_mujoco(values, x0, weights, rel_step=h)[1], axis=(0, 1)) for h in steps]
+)
 print(f"{'column norm at a relative step of':36s} " + " ".join(f"{h:>9.0e}" for h in steps))
 for i, key in enumerate(problem.keys):
     print(

@@ -37,6 +37,8 @@ class Dataset:
         truth, estimates, std_errors: per parameter; `truth` is this dataset's true value.
         covered: per parameter, whether the fit converged and its 95% interval holds the truth.
         converged, steps: from the fit. fit_seconds: wall time of `fit` alone.
+        stalled, step_length, parameter_step_errors: from the fit (`shac.sysid.fit.FitResult`); None in
+            records made before they were kept.
         delay_error_ms: |estimated - true delay| in ms, and delay_within_step: whether that is at
             most one sample spacing `dt`; both None without `signal:ctrl:delay` among the parameters.
     """
@@ -53,6 +55,9 @@ class Dataset:
     fit_seconds: float
     delay_error_ms: float | None
     delay_within_step: bool | None
+    stalled: bool | None = None
+    step_length: float | None = None
+    parameter_step_errors: float | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,9 @@ def simulate_and_fit(
         fit_seconds=fit_seconds,
         delay_error_ms=None if delay_error is None else 1000 * delay_error,
         delay_within_step=None if delay_error is None else bool(delay_error <= dt),
+        stalled=result.stalled,
+        step_length=result.step_length,
+        parameter_step_errors=result.parameter_step_errors,
     )
 
 

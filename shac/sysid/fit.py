@@ -59,7 +59,9 @@ from shac.sysid.noise import NOISE_RTOL, initial_noise, reestimate_noise
 from shac.sysid.parameters import Bounds
 from shac.sysid.recording import SPACING_RTOL, Trajectory, simulate_mujoco
 
-METHODS = ("autodiff", "finite_difference")
+METHODS = ("autodiff", "finite_difference", "forward_difference")
+"""Jacobian sources: MJX forward mode, or central or forward differences over MuJoCo's C simulator."""
+DIFFERENCE_METHODS = METHODS[1:]
 DELAY_SCAN_LINEAR = 8
 DELAY_SCAN_GROWTH = 1.25
 """The delay scan before a fit (`Problem.delay_candidates`): every physics step up to 8, then 25% apart."""
@@ -414,8 +416,8 @@ class Problem:
         self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray, method: str = "autodiff"
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Residuals [S, R] and their Jacobians d/d values [S, R, P] and d/d x0_s [S, R, nx] (R = L nx)."""
-        if method == "finite_difference":
-            return self._jacobian_mujoco(values, x0, weights)
+        if method in DIFFERENCE_METHODS:
+            return self._jacobian_mujoco(values, x0, weights, central=method == "finite_difference")
         with jax.enable_x64(True):
             args = self._jax_args(values, x0, weights)
             r, d_values, d_x0 = _jacobian(self.mjx_model, *self._static(), *args)
@@ -425,6 +427,14 @@ class Problem:
             np.asarray(d_values, np.float64).reshape(s, -1, len(values)),
             np.asarray(d_x0, np.float64).reshape(s, -1, x0.shape[1]),
         )
+
+    def reweight(self, jacobian: tuple[np.ndarray, ...], weights: np.ndarray, new_weights: np.ndarray) -> tuple:
+        """`jacobian`'s residuals [S, R] and derivatives [S, R, ...] (R = L nx) under `weights`, as they are
+        under `new_weights`: the residuals are linear in the weights, so no simulation is needed."""
+        scale = self.segment_weights(new_weights) / self.segment_weights(weights)  # [S, nx]
+        scale = np.tile(scale, (1, self.segment_length))  # [S, L * nx], as the residuals' rows
+        r, *derivatives = jacobian
+        return (r * scale, *(d * scale[..., None] for d in derivatives))
 
     def residuals_mujoco(self, values: np.ndarray, x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """`residuals` simulated by MuJoCo's C simulator in float64."""
@@ -467,36 +477,43 @@ class Problem:
         residuals = (simulated - self.segments.measured) * self.segment_weights(weights)[:, None]
         return residuals.reshape(len(values), count, -1)
 
-    def _jacobian_mujoco(self, values, x0, weights, rel_step=FINITE_DIFFERENCE_STEP):
-        """Central differences of `residuals_mujoco`: 2 (P + nx) + 1 simulations of all segments, in one
-        multithreaded rollout (`_residuals_mujoco`).
+    def _jacobian_mujoco(self, values, x0, weights, central=True, rel_step=FINITE_DIFFERENCE_STEP):
+        """Central (or forward) differences of `residuals_mujoco`: 2 (P + nx) + 1 (or P + nx + 1) simulations
+        of all segments, in one multithreaded rollout (`_residuals_mujoco`).
 
         The step is `rel_step` of the value (of the unit, for a parameter fitted in given units: the
         delay; at least a thousandth of the interval, between two bounds); within a step of a bound
         the difference is one-sided, away from it, like the autodiff derivative of the delay at 0.
         """
-        variants, starts, spans = [values], [x0], []
+        variants, starts, spans = [values], [x0], []  # spans: each column's change of its variable
         for i, bounds in enumerate(self.bounds):
             floor = 1e-3 * bounds.scale if bounds.scale is not None else 1e-8
             h = rel_step * (bounds.unit if bounds.unit is not None else max(abs(values[i]), floor))
             up, down = np.array(values, np.float64), np.array(values, np.float64)
             if values[i] + h <= bounds.upper:
                 up[i] += h
-            if values[i] - h >= bounds.lower:
-                down[i] -= h
-            variants += [up, down]
-            starts += [x0, x0]
-            spans.append(up[i] - down[i])
+            if (values[i] - h >= bounds.lower) if central else up[i] == values[i]:
+                down[i] -= h  # forward differences step down only where a step up would leave the bounds
+            if central:
+                variants += [up, down]
+                starts += [x0, x0]
+                spans.append(up[i] - down[i])
+            else:
+                variants.append(up if up[i] != values[i] else down)
+                starts.append(x0)
+                spans.append(h if up[i] != values[i] else -h)
         for j in range(x0.shape[1]):
             h = rel_step * max(np.abs(x0[:, j]).max(), 1.0)
             up, down = np.array(x0), np.array(x0)
             up[:, j] += h
             down[:, j] -= h
-            variants += [values, values]
-            starts += [up, down]
-            spans.append(2 * h)
+            variants += [values, values] if central else [values]
+            starts += [up, down] if central else [up]
+            spans.append(2 * h if central else h)
         r = self._residuals_mujoco(variants, np.stack(starts), weights)
-        differences = np.moveaxis((r[1::2] - r[2::2]) / np.array(spans)[:, None, None], 0, -1)  # [S, R, P + nx]
+        changes = r[1::2] - r[2::2] if central else r[1:] - r[0]
+        changes = changes / np.array(spans)[:, None, None]
+        differences = np.moveaxis(changes, 0, -1)  # [S, R, P + nx]
         return r[0], differences[..., : len(values)], differences[..., len(values) :]
 
     def _static(self):
@@ -594,13 +611,14 @@ class FitResult:
             problem was given one Trajectory, [K, nx] (one row per recording) when given a sequence.
         noise_given: whether `noise` was given rather than estimated.
         residuals: [S, L * nx] final residuals divided by the noise (of each segment's recording).
-        converged: the last Gauss-Newton step was under `tolerance` standard
-            errors (or under 1 where the cost stalled, see `shac.sysid.least_squares`)
-            and the noise estimate had settled, within `steps`.
+        converged: the last Gauss-Newton step was under `tolerance` standard errors (where the cost
+            stalled: under 1, or moving no parameter by `tolerance` of its standard error, see
+            `shac.sysid.least_squares`) and the noise estimate had settled, within `steps`.
         stalled: the last round stopped because the cost stopped decreasing.
         steps: Levenberg-Marquardt iterations taken, all rounds together.
         losses: mean squared weighted residual after each accepted step.
         step_length: the last Gauss-Newton step in standard errors.
+        parameter_step_errors: the largest change that step makes to one parameter, in its standard errors.
         seconds_per_jacobian: median time of one Jacobian (all segments).
         delay_start: the delay (s) the fit started from after `scan_delay`; None without a scan.
         delay_restart: the delay (s) a second fit started from (`kink_restart`); None without one.
@@ -619,6 +637,7 @@ class FitResult:
     steps: int
     losses: list[float]
     step_length: float
+    parameter_step_errors: float
     seconds_per_jacobian: float
     delay_start: float | None = None
     delay_restart: float | None = None
@@ -664,7 +683,8 @@ def fit(
     Args:
         steps: Levenberg-Marquardt iterations allowed over all rounds (of each fit, with `delay_restart`).
         tolerance: converged when the Gauss-Newton step is shorter than this many standard errors.
-        method: "autodiff" (MJX forward mode) or "finite_difference" (MuJoCo's C simulator).
+        method: "autodiff" (MJX forward mode), or "finite_difference" (central) or "forward_difference"
+            (half the simulations) over MuJoCo's C simulator.
         on_step: called with (step, loss, values) after each iteration.
         delay_scan: start a fitted delay at the least-cost delay of `scan_delay` (the initial
             delay among the candidates), not at the initial delay alone.
@@ -780,6 +800,7 @@ def _fit_from(
     lower, upper = problem.theta_limits()
     timings: list[float] = []
     noise = problem.noise.copy()  # [K, nx]
+    last: dict = {}  # the last Jacobian: a new round's first, and the final one, are taken where it was
 
     def make_functions(weights):
         residuals_of = residuals_function(problem, method)
@@ -788,10 +809,15 @@ def _fit_from(
             return residuals_of(problem.to_values(theta), x0, weights)
 
         def jacobian_fn(theta, x0):
-            start = time.perf_counter()
-            r, d_values, d_x0 = problem.jacobian(problem.to_values(theta), x0, weights, method)
-            timings.append(time.perf_counter() - start)
-            return r, d_values * derivative(np.arange(len(theta)), theta), d_x0
+            if last and np.array_equal(last["theta"], theta) and np.array_equal(last["x0"], x0):
+                jacobian = problem.reweight(last["jacobian"], last["weights"], weights)
+            else:
+                start = time.perf_counter()
+                r, d_values, d_x0 = problem.jacobian(problem.to_values(theta), x0, weights, method)
+                timings.append(time.perf_counter() - start)
+                jacobian = (r, d_values * derivative(np.arange(len(theta)), theta), d_x0)
+            last.update(theta=theta.copy(), x0=x0.copy(), weights=weights, jacobian=jacobian)
+            return jacobian
 
         return residuals_fn, jacobian_fn
 
@@ -837,5 +863,6 @@ def _fit_from(
         steps=total,
         losses=losses,
         step_length=solution.step_length,
+        parameter_step_errors=solution.shared_step_errors,
         seconds_per_jacobian=float(np.median(timings[1:] if len(timings) > 1 else timings)),
     )

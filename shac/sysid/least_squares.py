@@ -20,8 +20,13 @@ minimum the linear model promises decreases the cost cannot deliver. When the
 cost has stopped decreasing (by less than `stall_decrease` over `patience`
 iterations; a step of one standard error is worth 0.5) the iteration stops.
 This counts as converged only if the remaining Gauss-Newton step is under
-`stall_tolerance` standard errors, and the result says that it stalled and how
-long that step was.
+`stall_tolerance` standard errors, or if the step would move no shared variable
+by `tolerance` of its own standard error (from the Schur complement: the local
+variables free). Then what is left to move is local variables (in system
+identification: start states of segments where a joint sticks), and no shared
+estimate would change by a meaningful fraction of its uncertainty if they did.
+The result says that it stalled, how long the step was and how far it would
+move the shared variables.
 
 Shared variables may have box bounds (`lower`, `upper`; a control delay of 0 is
 a value the fit must be able to take). A step is projected: a variable at a
@@ -150,9 +155,12 @@ class Solution:
         costs: 1/2 |r|^2 at the start and after every accepted step.
         steps: iterations taken (accepted or not).
         converged: the Gauss-Newton step fell below `tolerance`, or the cost
-            stalled with the step below `stall_tolerance`.
+            stalled with the step below `stall_tolerance` or its change to every shared variable
+            below `tolerance` of that variable's standard error.
         stalled: the iteration stopped because the cost stopped decreasing.
         step_length: the last Gauss-Newton step's length sqrt(g^T H^-1 g).
+        shared_step_errors: the largest change that step makes to one shared variable, in that
+            variable's standard errors (from the Schur complement H / H_xx) <= step_length.
     """
 
     theta: np.ndarray
@@ -165,6 +173,7 @@ class Solution:
     converged: bool
     stalled: bool
     step_length: float
+    shared_step_errors: float
 
 
 def projected_step(
@@ -215,7 +224,8 @@ def levenberg_marquardt(
         residuals_fn: (theta [P], x [S, n]) -> residuals [S, R].
         jacobian_fn: (theta, x) -> (residuals [S, R], d/d theta [S, R, P], d/d x_s [S, R, n]).
         max_steps: iterations allowed; 0 only evaluates the start.
-        tolerance: converged when the Gauss-Newton step is shorter than this (standard errors).
+        tolerance: converged when the Gauss-Newton step is shorter than this (standard errors); where the
+            cost stalled, also when it would move no shared variable by this many of its standard errors.
         on_step: called with (step, cost, theta) after each iteration.
         patience, stall_decrease, stall_tolerance: the stall rule (module docstring).
         lower, upper: [P] bounds of theta (default: none, -inf and inf); theta must start within them.
@@ -230,8 +240,10 @@ def levenberg_marquardt(
     while True:
         gn_theta, gn_x = projected_step(normal, theta, lower, upper)
         step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
+        shared_step_errors = _largest_in_errors(gn_theta, normal.information())
         stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
-        converged = step_length < tolerance or (stalled and step_length < stall_tolerance)
+        settled = step_length < stall_tolerance or shared_step_errors < tolerance
+        converged = step_length < tolerance or (stalled and settled)
         if converged or stalled or step >= max_steps:
             break
         step += 1
@@ -265,7 +277,17 @@ def levenberg_marquardt(
         converged=converged,
         stalled=stalled,
         step_length=step_length,
+        shared_step_errors=shared_step_errors,
     )
+
+
+def _largest_in_errors(d_theta: np.ndarray, information: np.ndarray) -> float:
+    """max_i |d_theta_i| / se_i, with se_i from the pseudo-inverse of `information` [P, P] (0 where d_theta_i
+    and se_i are both 0: a direction the data do not determine gets no step)."""
+    errors = np.sqrt(np.clip(np.diag(np.linalg.pinv(information, hermitian=True)), 0.0, None))
+    change = np.abs(d_theta)
+    ratio = np.divide(change, errors, out=np.where(change > 0, np.inf, 0.0), where=errors > 0)
+    return float(ratio.max(initial=0.0))
 
 
 def _diagonal_matrix(blocks: np.ndarray) -> np.ndarray:

@@ -525,12 +525,14 @@ def summary_lines(report: dict) -> list[str]:
     followed by the command that records its advice's excitation (`  record it: ...`) where there is one.
 
     Args:
-        report: `analyze`'s dict with the fit's `converged`, `stalled`, `steps`,
-            `step_length` (standard errors) and `noise` (`noise_model_line`'s input) added;
+        report: `analyze`'s dict with the fit's `converged`, `stalled`, `steps`, `step_length`
+            (standard errors; optionally `parameter_step_errors`) and `noise` (`noise_model_line`'s input) added;
             with several `recordings` (each a dict of `file`, `seconds`, `samples`,
             `segments` and `noise` {qpos, qvel}), one line per recording follows the noise model.
     """
     remaining = f"the Gauss-Newton step {report['step_length']:.2g} standard errors long"
+    if "parameter_step_errors" in report:
+        remaining += f", moving no parameter by more than {report['parameter_step_errors']:.2g} of its standard error"
     stall = "the cost stopped decreasing (the simulation is not smooth at this scale)"
     if report["converged"]:
         lines = [f"converged after {report['steps']} steps, {remaining}" + (f"; {stall}" if report["stalled"] else "")]

@@ -16,6 +16,8 @@ from shac.run.hydra_config import schema
 
 SUITES = ("learning", "throughput", "playground", "sysid")
 METHODS = ("shac", "ahac", "sapo", "apg", "ppo")
+SYSID_METHODS = ("autodiff", "finite_difference", "forward_difference")
+"""`shac.sysid.fit.METHODS`: this config is read before JAX is imported."""
 
 
 @dataclass(frozen=True)
@@ -151,8 +153,9 @@ class SysidOptions:
     upper: float = 10.0
     """Both tools fit each parameter within [0, upper times its initial guess] (mujoco.sysid needs finite bounds)."""
     method: str = "autodiff"
-    """This project's Jacobians: autodiff (MJX forward mode) or finite_difference (MuJoCo's C rollouts,
-    multithreaded; faster on larger models such as the arm)."""
+    """This project's Jacobians: autodiff (MJX forward mode), or finite_difference (central) or
+    forward_difference (half the simulations) over MuJoCo's C rollouts, multithreaded; faster on larger
+    models such as the arm."""
 
 
 @dataclass(frozen=True)
@@ -262,8 +265,8 @@ def check_sysid(options: SysidOptions) -> None:
     for name, value in positive.items():
         if not value > 0:
             raise ConfigError(f"{name} must be > 0, got {value}")
-    if options.method not in ("autodiff", "finite_difference"):
-        raise ConfigError(f"sysid.method '{options.method}' is unknown; accepted: autodiff, finite_difference")
+    if options.method not in SYSID_METHODS:
+        raise ConfigError(f"sysid.method '{options.method}' is unknown; accepted: {', '.join(SYSID_METHODS)}")
     if not options.upper > 1:
         raise ConfigError(f"sysid.upper must be > 1 (the upper bound in initial guesses), got {options.upper}")
     for name, pair in {"sysid.qpos_noise": options.qpos_noise, "sysid.qvel_noise": options.qvel_noise}.items():
