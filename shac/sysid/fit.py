@@ -489,26 +489,27 @@ class Problem:
         for i, bounds in enumerate(self.bounds):
             floor = 1e-3 * bounds.scale if bounds.scale is not None else 1e-8
             h = rel_step * (bounds.unit if bounds.unit is not None else max(abs(values[i]), floor))
-            up, down = np.array(values, np.float64), np.array(values, np.float64)
-            if values[i] + h <= bounds.upper:
-                up[i] += h
-            if (values[i] - h >= bounds.lower) if central else up[i] == values[i]:
-                down[i] -= h  # forward differences step down only where a step up would leave the bounds
             if central:
+                up, down = np.array(values, np.float64), np.array(values, np.float64)
+                if values[i] + h <= bounds.upper:
+                    up[i] += h
+                if values[i] - h >= bounds.lower:
+                    down[i] -= h
                 variants += [up, down]
                 starts += [x0, x0]
                 spans.append(up[i] - down[i])
-            else:
-                variants.append(up if up[i] != values[i] else down)
+            else:  # down only where a step up would leave the bounds
+                step = h if values[i] + h <= bounds.upper else -h
+                variants.append(np.array(values, np.float64))
+                variants[-1][i] += step
                 starts.append(x0)
-                spans.append(h if up[i] != values[i] else -h)
+                spans.append(step)
         for j in range(x0.shape[1]):
             h = rel_step * max(np.abs(x0[:, j]).max(), 1.0)
-            up, down = np.array(x0), np.array(x0)
-            up[:, j] += h
-            down[:, j] -= h
-            variants += [values, values] if central else [values]
-            starts += [up, down] if central else [up]
+            for sign in (1, -1) if central else (1,):
+                starts.append(np.array(x0))
+                starts[-1][:, j] += sign * h
+                variants.append(values)
             spans.append(2 * h if central else h)
         r = self._residuals_mujoco(variants, np.stack(starts), weights)
         changes = r[1::2] - r[2::2] if central else r[1:] - r[0]

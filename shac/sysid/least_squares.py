@@ -240,10 +240,9 @@ def levenberg_marquardt(
     while True:
         gn_theta, gn_x = projected_step(normal, theta, lower, upper)
         step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
-        shared_step_errors = _largest_in_errors(gn_theta, normal.information())
         stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
-        settled = step_length < stall_tolerance or shared_step_errors < tolerance
-        converged = step_length < tolerance or (stalled and settled)
+        settled = stalled and (step_length < stall_tolerance or _largest_in_errors(gn_theta, normal) < tolerance)
+        converged = step_length < tolerance or settled
         if converged or stalled or step >= max_steps:
             break
         step += 1
@@ -277,14 +276,14 @@ def levenberg_marquardt(
         converged=converged,
         stalled=stalled,
         step_length=step_length,
-        shared_step_errors=shared_step_errors,
+        shared_step_errors=_largest_in_errors(gn_theta, normal),
     )
 
 
-def _largest_in_errors(d_theta: np.ndarray, information: np.ndarray) -> float:
-    """max_i |d_theta_i| / se_i, with se_i from the pseudo-inverse of `information` [P, P] (0 where d_theta_i
-    and se_i are both 0: a direction the data do not determine gets no step)."""
-    errors = np.sqrt(np.clip(np.diag(np.linalg.pinv(information, hermitian=True)), 0.0, None))
+def _largest_in_errors(d_theta: np.ndarray, normal: Normal) -> float:
+    """max_i |d_theta_i| / se_i, with se_i from `normal`'s covariance of theta (0 where d_theta_i and se_i
+    are both 0: a direction the data do not determine gets no step)."""
+    errors = np.sqrt(np.clip(np.diag(np.linalg.pinv(normal.information(), hermitian=True)), 0.0, None))
     change = np.abs(d_theta)
     ratio = np.divide(change, errors, out=np.where(change > 0, np.inf, 0.0), where=errors > 0)
     return float(ratio.max(initial=0.0))
