@@ -270,6 +270,7 @@ def main(argv: list[str]) -> None:
         "method": args.method,
         "losses": result.losses,
         "seconds_per_jacobian": cost,
+        "jacobians": result.jacobians,
         "fit_seconds": fit_seconds,
     }
     if args.columns:

@@ -72,6 +72,48 @@ def test_levenberg_marquardt_fits_a_shared_rate_and_per_block_amplitudes():
     )
     assert not stopped.converged and stopped.steps == 1 and stopped.step_length > 1e-8
 
+    # Broyden's secant updates in place of most Jacobians: the same fit, fewer Jacobians, and the
+    # solution's Jacobian a computed one
+    calls = []
+
+    def counted(theta, x):
+        calls.append(theta.copy())
+        return jacobian_fn(theta, x)
+
+    secant = least_squares.levenberg_marquardt(
+        residuals_fn, counted, np.array([3.0]), np.ones((3, 1)), max_steps=30, tolerance=1e-8, secant_below=np.inf
+    )
+    assert secant.converged and secant.theta[0] == pytest.approx(0.7, abs=1e-8)
+    assert len(calls) <= len(solution.costs) // 2  # without them, one call per accepted step and the start
+    np.testing.assert_array_equal(calls[-1], secant.theta)
+    for got, want in zip(
+        (secant.residuals, secant.shared, secant.local), jacobian_fn(secant.theta, secant.x), strict=True
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_the_secant_update_matches_the_step_and_leaves_other_directions_alone():
+    r, a, b, _ = arrow_problem(seed=1)
+    rng = np.random.default_rng(2)
+    d_theta, d_x, new = rng.normal(size=2), rng.normal(size=(4, 3)), rng.normal(size=r.shape)
+    shared, local = least_squares.secant_update(r, a, b, new, d_theta, d_x)
+    # each block's updated Jacobian maps its step (d_theta, d_x_s) to the change of its residuals
+    moved = np.einsum("srp,p->sr", shared, d_theta) + np.einsum("srn,sn->sr", local, d_x)
+    np.testing.assert_allclose(moved, new - r, atol=1e-12)
+    # and is unchanged along any direction orthogonal to that step
+    s = 3
+    step = np.concatenate([d_theta, d_x[s]])
+    other = rng.normal(size=5)
+    other -= step * (other @ step) / (step @ step)
+    before = np.concatenate([a[s], b[s]], axis=1) @ other
+    after = np.concatenate([shared[s], local[s]], axis=1) @ other
+    np.testing.assert_allclose(after, before, atol=1e-12)
+    # residuals linear in the variables: their Jacobian is already the secant, so nothing changes
+    linear = r + np.einsum("srp,p->sr", a, d_theta) + np.einsum("srn,sn->sr", b, d_x)
+    unchanged = least_squares.secant_update(r, a, b, linear, d_theta, d_x)
+    np.testing.assert_allclose(unchanged[0], a, atol=1e-12)
+    np.testing.assert_allclose(unchanged[1], b, atol=1e-12)
+
 
 def test_a_bounded_variable_stops_at_its_bound_and_the_fit_converges_there():
     # linear residuals whose unconstrained optimum has theta_0 = -0.3; theta_0 is bounded to [0, 1]

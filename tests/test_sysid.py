@@ -517,6 +517,7 @@ def test_sysid_cli_writes_report_and_figure(tmp_path):
     assert report["parameters"][DAMPING]["estimate"] == pytest.approx(0.137, rel=0.01)
     assert report["noise"]["qvel"][0] == pytest.approx(1e-2, rel=0.2)
     assert report["seconds_per_jacobian"]["finite_difference"] > 0
+    assert 1 <= report["jacobians"] <= report["steps"] + 2  # the start's, one per accepted step, the final noise's
     assert 0 < report["fit_seconds"] <= report["process_seconds"]
     timing = f"fit {report['fit_seconds']:.1f} s of {report['process_seconds']:.1f} s in this process"
     assert f"{timing} (the rest: start-up, reading the data, the report, the figure, writing)\n" in result.stdout

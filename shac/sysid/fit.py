@@ -69,6 +69,9 @@ DELAY_KINK_WINDOW = 0.1
 """A fitted delay within this fraction of a physics step of a multiple of the step is fitted again from
 the other side of that multiple (`kink_restart`), the lower cost kept."""
 MIN_SEGMENT_SAMPLES = 5
+SECANT_BELOW = 1.0
+"""`fit`'s default `secant_below`: the last steps of a fit, under one standard error, update the Jacobian
+instead of simulating it; wider (10) let one of five arm fits stop unconverged (docs/sysid.md)."""
 FINITE_DIFFERENCE_STEP = 1e-7
 """The relative step of the finite-difference Jacobian. A simulation with constraints jumps by tiny amounts
 where a constraint switches; a difference whose step crosses a jump divides it by the step. At 1e-5 the
@@ -621,10 +624,12 @@ class FitResult:
         step_length: the last Gauss-Newton step in standard errors.
         parameter_step_errors: the largest change that step makes to one parameter, in its standard errors.
         seconds_per_jacobian: median time of one Jacobian (all segments).
+        jacobians: Jacobians simulated (the others were reused or secant updates).
         delay_start: the delay (s) the fit started from after `scan_delay`; None without a scan.
         delay_restart: the delay (s) a second fit started from (`kink_restart`); None without one.
         floor_restart: the parameters a last fit started again from their initial values (`floor_restart`).
-            After a restart `steps` and `seconds_per_jacobian` count every fit; the other fields are the kept one's.
+            After a restart `steps`, `seconds_per_jacobian` and `jacobians` count every fit; the other fields are
+            the kept one's.
     """
 
     values: np.ndarray
@@ -640,6 +645,7 @@ class FitResult:
     step_length: float
     parameter_step_errors: float
     seconds_per_jacobian: float
+    jacobians: int = 0
     delay_start: float | None = None
     delay_restart: float | None = None
     floor_restart: tuple[str, ...] = ()
@@ -672,6 +678,7 @@ def fit(
     delay_scan: bool = True,
     delay_restart: bool = True,
     bound_restart: bool = True,
+    secant_below: float = SECANT_BELOW,
 ) -> FitResult:
     """Fits the parameters and start states by Levenberg-Marquardt, estimating the noise unless given.
 
@@ -693,6 +700,9 @@ def fit(
             ended next to (`kink_restart`), keeping the fit of lower cost.
         bound_restart: fit again with the parameters the fit left at their floor back at their initial
             values (`floor_restart`), keeping the fit of lower cost.
+        secant_below: where the Gauss-Newton step is shorter than this many standard errors, an accepted
+            step updates the Jacobian by Broyden's secant rule instead of simulating it
+            (`shac.sysid.least_squares.levenberg_marquardt`); 0 simulates every one.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method '{method}'; available: {', '.join(METHODS)}")
@@ -700,24 +710,26 @@ def fit(
     delay_start = None
     if problem.delay_index is not None and delay_scan:
         delay_start = values[problem.delay_index] = scan_delay(problem, 1.0 / problem.noise, method)
-    result = replace(_fit_from(problem, values, steps, tolerance, method, max_rounds, on_step), delay_start=delay_start)
+    result = replace(
+        _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, secant_below), delay_start=delay_start
+    )
     restart = kink_restart(problem, result.values) if delay_restart else None
     if restart is not None:
         values = problem.initial_values
         values[problem.delay_index] = restart
-        second = _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, result.steps)
+        second = _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, secant_below, result.steps)
         result = replace(_lower_cost(problem, result, second, method), delay_restart=restart)
     floored = floor_restart(problem, result.values) if bound_restart else None
     if floored is not None:
-        second = _fit_from(problem, floored, steps, tolerance, method, max_rounds, on_step, result.steps)
+        second = _fit_from(problem, floored, steps, tolerance, method, max_rounds, on_step, secant_below, result.steps)
         restarted = tuple(key for key, a, b in zip(problem.keys, result.values, floored, strict=True) if a != b)
         result = replace(_lower_cost(problem, result, second, method), floor_restart=restarted)
     return result
 
 
 def _lower_cost(problem: Problem, first: FitResult, second: FitResult, method: str) -> FitResult:
-    """The fit of lower cost under `first`'s noise, with `steps` and `seconds_per_jacobian` of both and `first`'s
-    record of the restarts before it."""
+    """The fit of lower cost under `first`'s noise, with `steps`, `seconds_per_jacobian` and `jacobians` of both
+    and `first`'s record of the restarts before it."""
     weights = 1.0 / np.atleast_2d(first.noise)
     costs = [weighted_cost(problem, r.values, r.start_states, weights, method) for r in (first, second)]
     kept = second if costs[1] < costs[0] else first
@@ -725,6 +737,7 @@ def _lower_cost(problem: Problem, first: FitResult, second: FitResult, method: s
         kept,
         steps=first.steps + second.steps,
         seconds_per_jacobian=float(np.mean([first.seconds_per_jacobian, second.seconds_per_jacobian])),
+        jacobians=first.jacobians + second.jacobians,
         delay_start=first.delay_start,
         delay_restart=first.delay_restart,
     )
@@ -793,6 +806,7 @@ def _fit_from(
     method: str,
     max_rounds: int,
     on_step: Callable[[int, float, np.ndarray], None] | None,
+    secant_below: float,
     first_step: int = 0,
 ) -> FitResult:
     """`fit` from `values` [P] (the delay scan done), its rounds of noise estimation included; `on_step`
@@ -835,7 +849,16 @@ def _fit_from(
                 on_step(done + step, 2 * cost / count, problem.to_values(theta))
 
         solution = least_squares.levenberg_marquardt(
-            residuals_fn, jacobian_fn, theta, x0, steps - total, tolerance, progress, lower=lower, upper=upper
+            residuals_fn,
+            jacobian_fn,
+            theta,
+            x0,
+            steps - total,
+            tolerance,
+            progress,
+            lower=lower,
+            upper=upper,
+            secant_below=secant_below,
         )
         total += solution.steps
         theta, x0 = solution.theta, solution.x
@@ -866,4 +889,5 @@ def _fit_from(
         step_length=solution.step_length,
         parameter_step_errors=solution.shared_step_errors,
         seconds_per_jacobian=float(np.median(timings[1:] if len(timings) > 1 else timings)),
+        jacobians=len(timings),
     )

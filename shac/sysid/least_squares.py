@@ -28,6 +28,13 @@ estimate would change by a meaningful fraction of its uncertainty if they did.
 The result says that it stalled, how long the step was and how far it would
 move the shared variables.
 
+A Jacobian can cost many simulations (one or two per variable by finite
+differences). Near the minimum, where the Gauss-Newton step is shorter than
+`secant_below` standard errors, an accepted step updates the Jacobian by
+Broyden's secant rule instead (block by block, from the residuals the trial
+already computed); the iteration ends only on a computed Jacobian, so the tests
+and the covariance never rest on a secant one.
+
 Shared variables may have box bounds (`lower`, `upper`; a control delay of 0 is
 a value the fit must be able to take). A step is projected: a variable at a
 bound that the step would carry outside is held there (the step is solved for
@@ -212,6 +219,7 @@ def levenberg_marquardt(
     stall_tolerance: float = 1.0,
     lower: np.ndarray | None = None,
     upper: np.ndarray | None = None,
+    secant_below: float = 0.0,
 ) -> Solution:
     """Minimises 1/2 |r(theta, x)|^2 by Levenberg-Marquardt with Marquardt's diagonal scaling.
 
@@ -229,6 +237,10 @@ def levenberg_marquardt(
         on_step: called with (step, cost, theta) after each iteration.
         patience, stall_decrease, stall_tolerance: the stall rule (module docstring).
         lower, upper: [P] bounds of theta (default: none, -inf and inf); theta must start within them.
+        secant_below: after an accepted step from where the Gauss-Newton step was shorter than this many
+            standard errors, update the Jacobian by Broyden's secant rule (`secant_update`) instead of
+            calling `jacobian_fn`; 0 (the default) always calls it. The tests that end the iteration are
+            taken again on a computed Jacobian, so the result's Jacobian is always a computed one.
     """
     lower = np.full(len(theta), -np.inf) if lower is None else np.asarray(lower, np.float64)
     upper = np.full(len(theta), np.inf) if upper is None else np.asarray(upper, np.float64)
@@ -236,13 +248,17 @@ def levenberg_marquardt(
     cost = 0.5 * float(np.sum(residuals**2))
     costs, damping, growth, step = [cost], 1e-3, 2.0, 0
     history = [cost]  # the cost after every iteration, accepted or not
-    normal = Normal.build(residuals, shared, local)
+    normal, computed = Normal.build(residuals, shared, local), True
     while True:
         gn_theta, gn_x = projected_step(normal, theta, lower, upper)
         step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
         stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
         settled = stalled and (step_length < stall_tolerance or _largest_in_errors(gn_theta, normal) < tolerance)
         converged = step_length < tolerance or settled
+        if (converged or stalled or step >= max_steps) and not computed:
+            residuals, shared, local = jacobian_fn(theta, x)
+            normal, computed = Normal.build(residuals, shared, local), True
+            continue
         if converged or stalled or step >= max_steps:
             break
         step += 1
@@ -253,8 +269,13 @@ def levenberg_marquardt(
         predicted = normal.decrease(d_theta, d_x)
         ratio = (cost - trial_cost) / predicted if predicted > 0 else -1.0
         if np.isfinite(trial_cost) and ratio > 0:
+            computed = step_length >= secant_below
+            if computed:
+                residuals, shared, local = jacobian_fn(trial_theta, x + d_x)
+            else:
+                shared, local = secant_update(residuals, shared, local, trial, trial_theta - theta, d_x)
+                residuals = trial
             theta, x, cost = trial_theta, x + d_x, trial_cost
-            residuals, shared, local = jacobian_fn(theta, x)
             normal = Normal.build(residuals, shared, local)
             costs.append(cost)
             damping *= max(1 / 3, 1 - (2 * ratio - 1) ** 3)
@@ -278,6 +299,18 @@ def levenberg_marquardt(
         step_length=step_length,
         shared_step_errors=_largest_in_errors(gn_theta, normal),
     )
+
+
+def secant_update(
+    residuals: np.ndarray, shared: np.ndarray, local: np.ndarray, new: np.ndarray, d_theta: np.ndarray, d_x: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Broyden's rank-one update of each block's Jacobian to the secant of a step: (shared [S, R, P],
+    local [S, R, n]) changed least (Frobenius) such that J_s d_s = new_s - residuals_s, for the residuals
+    [S, R] before and `new` [S, R] after the step d_s = (d_theta [P], d_x [S, n])."""
+    predicted = np.einsum("srp,p->sr", shared, d_theta) + np.einsum("srn,sn->sr", local, d_x)
+    squared = d_theta @ d_theta + np.sum(d_x**2, axis=1)  # [S]
+    miss = np.divide(new - residuals - predicted, squared[:, None], out=np.zeros_like(new), where=squared[:, None] > 0)
+    return shared + miss[..., None] * d_theta, local + miss[..., None] * d_x[:, None, :]
 
 
 def _largest_in_errors(d_theta: np.ndarray, normal: Normal) -> float:

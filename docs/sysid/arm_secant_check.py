@@ -1,0 +1,74 @@
+"""The secant update's effect on the arm: simulated Jacobians, steps and accuracy per recording.
+
+    python docs/sysid/arm_secant_check.py
+
+The five recordings of the arm comparison against mujoco.sysid (docs/sysid.md, "Against
+mujoco.sysid": its results.json gives the truth, the initial guesses, the bounds and the noise;
+the recordings are simulated again from the same seeds), each fitted by forward differences with
+`secant_below` 0 (every Jacobian simulated), 1 (the default), 10 and infinity, then at the default
+with 2 s and 4 s segments instead of the default 1 s. Per fit: the seconds, the steps, the
+Jacobians simulated, whether it converged, how many of the 24 95% intervals cover the truth, and
+the median relative error. The seconds are this machine's at the time; the counts do not depend on it.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from launch.runtime import configure_runtime
+
+configure_runtime()
+
+import envs  # noqa: E402
+from shac.sysid import coverage, versus_mujoco  # noqa: E402
+from shac.sysid.fit import Problem, fit  # noqa: E402
+from shac.sysid.report import analyze  # noqa: E402
+
+RESULTS = (
+    Path(__file__).parents[1] / "benchmarks/sysid_versus_mujoco_arm_reach_armature_damping_frictionloss_kp/results.json"
+)
+SETTINGS = [(0.0, None), (1.0, None), (10.0, None), (np.inf, None), (1.0, 2.0), (1.0, 4.0)]
+
+options = json.loads(RESULTS.read_text())["options"]
+true_values = dict(item.split("=") for item in options["true_params"])
+true_values = {key: float(value) for key, value in true_values.items()}
+initial_values = {key: float(value) for key, value in (item.split("=") for item in options["init"])}
+keys = tuple(true_values)
+truth = np.array([true_values[key] for key in keys])
+env = envs.make("arm_reach")
+true_model, guess_model = versus_mujoco.models(env, true_values, initial_values, options["upper"])
+limits = dict(zip(keys, versus_mujoco.bounds(guess_model, keys, options["upper"]), strict=True))
+initial_state = coverage.reset_states(env)
+print(
+    f"{'secant_below':>12s} {'segment':>8s} {'recording':>9s} {'seconds':>8s} {'steps':>5s} {'Jacobians':>9s} "
+    f"{'converged':>9s} {'covering':>8s} {'median error':>12s}"
+)
+for k in range(options["datasets"]):
+    rng = np.random.default_rng([0, k])
+    recording = coverage.simulate(
+        true_model,
+        keys,
+        initial_state,
+        rng,
+        options["dt"],
+        options["seconds"],
+        options["max_hz"],
+        tuple(options["qpos_noise"]),
+        tuple(options["qvel_noise"]),
+    )
+    for secant_below, segment_seconds in SETTINGS:
+        problem = Problem(guess_model, keys, recording.data, bounds=limits, segment_seconds=segment_seconds)
+        start = time.perf_counter()
+        result = fit(problem, steps=options["steps"], method="forward_difference", secant_below=secant_below)
+        seconds = time.perf_counter() - start
+        report = analyze(keys, result.values, result.information, result.converged)["parameters"]
+        low, high = np.array([report[key]["ci95"] for key in keys]).T
+        covering = int(np.sum((low <= truth) & (truth <= high)))
+        error = float(np.median(np.abs(result.values / truth - 1)))
+        segment = f"{problem.segment_seconds:.2f}"
+        print(
+            f"{secant_below:>12g} {segment:>8s} {k:>9d} {seconds:>8.2f} {result.steps:>5d} {result.jacobians:>9d} "
+            f"{result.converged!s:>9s} {covering:>8d} {error:>12.2%}"
+        )
