@@ -7,7 +7,8 @@ mujoco.sysid": its results.json gives the truth, the initial guesses, the bounds
 the recordings are simulated again from the same seeds), each fitted by forward differences with
 `secant_below` 0 (every Jacobian simulated), 1 (the default), 10 and infinity, then at the default
 with 2 s and 4 s segments instead of the default 1 s. Per fit: the seconds, the steps, the
-Jacobians simulated, whether it converged, how many of the 24 95% intervals cover the truth, and
+Jacobians simulated, whether it converged, how many of the 24 95% intervals cover the truth (converged
+or not, unlike the benchmark, which counts an unconverged fit's as missing), and
 the median relative error. The seconds are this machine's at the time; the counts do not depend on it.
 """
 
@@ -24,6 +25,7 @@ configure_runtime()
 import envs  # noqa: E402
 from shac.sysid import coverage, versus_mujoco  # noqa: E402
 from shac.sysid.fit import Problem, fit  # noqa: E402
+from shac.sysid.parameters import parse_assignments  # noqa: E402
 from shac.sysid.report import analyze  # noqa: E402
 
 RESULTS = (
@@ -32,9 +34,7 @@ RESULTS = (
 SETTINGS = [(0.0, None), (1.0, None), (10.0, None), (np.inf, None), (1.0, 2.0), (1.0, 4.0)]
 
 options = json.loads(RESULTS.read_text())["options"]
-true_values = dict(item.split("=") for item in options["true_params"])
-true_values = {key: float(value) for key, value in true_values.items()}
-initial_values = {key: float(value) for key, value in (item.split("=") for item in options["init"])}
+true_values, initial_values = parse_assignments(options["true_params"]), parse_assignments(options["init"])
 keys = tuple(true_values)
 truth = np.array([true_values[key] for key in keys])
 env = envs.make("arm_reach")

@@ -645,7 +645,7 @@ class FitResult:
     step_length: float
     parameter_step_errors: float
     seconds_per_jacobian: float
-    jacobians: int = 0
+    jacobians: int
     delay_start: float | None = None
     delay_restart: float | None = None
     floor_restart: tuple[str, ...] = ()

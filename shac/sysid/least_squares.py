@@ -255,12 +255,12 @@ def levenberg_marquardt(
         stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
         settled = stalled and (step_length < stall_tolerance or _largest_in_errors(gn_theta, normal) < tolerance)
         converged = step_length < tolerance or settled
-        if (converged or stalled or step >= max_steps) and not computed:
-            residuals, shared, local = jacobian_fn(theta, x)
+        if converged or stalled or step >= max_steps:
+            if computed:
+                break
+            residuals, shared, local = jacobian_fn(theta, x)  # the tests again, on a computed Jacobian
             normal, computed = Normal.build(residuals, shared, local), True
             continue
-        if converged or stalled or step >= max_steps:
-            break
         step += 1
         d_theta, d_x = projected_step(normal, theta, lower, upper, damping)
         trial_theta = np.clip(theta + d_theta, lower, upper)  # exactly on a bound the step stops at
