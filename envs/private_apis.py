@@ -189,3 +189,25 @@ def playground_tolerance_wrapped(playground: Any, wrap: Callable[[Callable], Cal
         yield
     finally:
         module.tolerance = original
+
+
+@contextlib.contextmanager
+def mjspec_find_body() -> Iterator[None]:
+    """Within the block, `mujoco.MjSpec.find_body(name)` is `MjSpec.body(name)` where MuJoCo has no `find_body`.
+
+    MuJoCo Playground's Reacher tasks pick between the two by comparing version
+    strings (`mujoco.__version__ >= "3.3.0"`, False for "3.17.0") and so call
+    `find_body`, which MuJoCo's `MjSpec` no longer has (checked: playground 0.2.0,
+    mujoco 3.17.0). Test: tests/test_playground.py (ReacherHard builds, and
+    `MjSpec` is as before after the block).
+    """
+    import mujoco
+
+    if hasattr(mujoco.MjSpec, "find_body"):
+        yield
+        return
+    mujoco.MjSpec.find_body = mujoco.MjSpec.body
+    try:
+        yield
+    finally:
+        del mujoco.MjSpec.find_body

@@ -153,12 +153,12 @@ def playground(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     results = survey.extend_results([json.loads(Path(path).read_text()) for path in options.extend], results)
     surveyed = {entry["task"] for entry in results["survey"]}
     if options.survey:
-        names = options.survey_tasks or tuple(survey.dm_control_tasks())
-        for name in (n for n in names if n not in surveyed):
+        names = options.survey_tasks or tuple(n for n in survey.dm_control_tasks() if n not in surveyed)
+        for name in names:
             print(f"survey {name}", flush=True)
             entry = survey.survey_task(name, config.algo, options.survey_epochs, config.seed)
             print("  " + json.dumps(entry), flush=True)
-            results["survey"].append(entry)
+            results["survey"] = survey.latest_survey([*results["survey"], entry])
             (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     for name in options.tasks:
         ppo = {key: survey.published_ppo(name, c) if key == "playground" else c for key, c in config.ppo.items()}

@@ -313,15 +313,17 @@ def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
         return {"command": command, "date": date, "survey": survey, "learning": learning, "load_average_at_start": load}
 
     a_shac = {"runs": [1], "budget_s": 300, "chosen": {"shac": "paper"}}
-    first = part("run a", "2026-12-01 10:43 UTC", [{"task": "A"}], {"playground/A": a_shac}, [1.0, 1.5, 2.0])
-    second = part("run b", "2026-12-01 13:05 UTC", [], {"playground/B": {"runs": [2]}}, [2.0] * 3)
+    surveyed = [{"task": "A", "built": False}, {"task": "B"}]
+    first = part("run a", "2026-12-01 10:43 UTC", surveyed, {"playground/A": a_shac}, [1.0, 1.5, 2.0])
+    again = [{"task": "A", "built": True}, {"task": "C"}]  # A surveyed again: its new entry, in its place
+    second = part("run b", "2026-12-01 13:05 UTC", again, {"playground/B": {"runs": [2]}}, [2.0] * 3)
     a_ppo = {"runs": [3], "budget_s": 600, "chosen": {"shac": "other", "ppo": "playground"}}
     new = part("run c", "2026-12-01 15:00 UTC", [], {"playground/A": a_ppo}, [3.0] * 3)
     merged = extend_results([first, second], new)
     assert merged["command"] == "run a\nrun b\nrun c"
     assert merged["date"] == "2026-12-01 10:43 UTC"
     assert merged["load_average_at_start"] == first["load_average_at_start"] != new["load_average_at_start"]
-    assert merged["survey"] == [{"task": "A"}]
+    assert merged["survey"] == [{"task": "A", "built": True}, {"task": "B"}, {"task": "C"}]
     assert list(merged["learning"]) == ["playground/A", "playground/B"]
     # a task learned in two parts: the first part's settings, every part's runs, each method's first choice
     assert merged["learning"]["playground/A"] == {

@@ -15,14 +15,14 @@ import envs
 
 def test_step_keeps_the_metrics_keys_it_receives():
     env = envs.make("pendulum_swingup")
-    state = env.reset(jax.random.key(0))
+    state = jax.jit(env.reset)(jax.random.key(0))  # jitted: op by op, MJX compiles each operation on its own
     own = set(state.metrics)
     # brax's EvalWrapper adds metrics["reward"] at reset; its scan needs the same keys after a step
     state = state.replace(metrics={**state.metrics, "reward": jnp.float32(7.0)})
-    stepped = env.step(state, jnp.ones(env.action_size))
+    stepped = jax.jit(env.step)(state, jnp.ones(env.action_size))
     assert set(stepped.metrics) == own | {"reward"}
     assert float(stepped.metrics["reward"]) == 7.0  # not ours: left as received
-    _, terms = env.reward(stepped.pipeline_state, jnp.ones(env.action_size))
+    _, terms = jax.jit(env.reward)(stepped.pipeline_state, jnp.ones(env.action_size))
     for name in own:  # ours: this step's reward terms, not the zeros of reset
         np.testing.assert_allclose(stepped.metrics[name], terms[name], rtol=1e-6)
 

@@ -52,16 +52,17 @@ def test_mjx_step_calls_the_contractions_only_inside_the_block(counted):
 
 def test_an_env_step_is_traced_with_the_contractions(counted):
     env = envs.make("pendulum_swingup")
-    state = env.reset(jax.random.key(0))
+    state = jax.jit(env.reset)(jax.random.key(0))
     jax.make_jaxpr(env.step)(state, jnp.zeros(env.action_size))
     assert sum(counted.values()) > 0, counted
 
 
 def test_contact_distances_are_the_signed_gap_of_the_ball_and_the_floor():
     model, data = ball()
+    forward = jax.jit(mjx.forward)  # jitted: op by op, MJX compiles each operation on its own
     for height, gap in [(0.2, 0.1), (0.05, -0.05)]:  # ball radius 0.1 over the plane z = 0
         qpos = data.qpos.at[2].set(height)
-        dist = private_apis.contact_distances(mjx.forward(model, data.replace(qpos=qpos)))
+        dist = private_apis.contact_distances(forward(model, data.replace(qpos=qpos)))
         np.testing.assert_allclose(dist, [gap], atol=1e-6)
 
 
@@ -69,7 +70,8 @@ def test_in_contact_reads_the_penetration_of_an_mjx_state():
     from shac.core.rollout import in_contact
 
     model, data = ball()
-    touching = [bool(in_contact(mjx.forward(model, data.replace(qpos=data.qpos.at[2].set(z))))) for z in (0.2, 0.05)]
+    forward = jax.jit(mjx.forward)
+    touching = [bool(in_contact(forward(model, data.replace(qpos=data.qpos.at[2].set(z))))) for z in (0.2, 0.05)]
     assert touching == [False, True]
     assert not in_contact((jnp.zeros(()), jnp.zeros(())))  # not an mjx.Data: no contacts
 

@@ -115,14 +115,16 @@ class PlaygroundOptions:
     survey: bool = True
     """Build every task of `survey_tasks`, check its 8-step gradient and time a short SHAC run."""
     survey_tasks: tuple[str, ...] = ()
-    """Tasks surveyed; empty: every task of Playground's dm_control suite."""
+    """Tasks surveyed; empty: every task of Playground's dm_control suite. A task listed here is surveyed
+    even if an `extend` run surveyed it, and its new entry replaces the earlier one."""
     survey_epochs: int = 10
     """SHAC epochs of each survey run (the first compiles)."""
     tasks: tuple[str, ...] = DM_CONTROL_SAMPLE
     """Tasks of the learning comparison (`methods` with `seeds` seeds and `budget_minutes` each); empty: none."""
     extend: tuple[str, ...] = ()
-    """results.json files of earlier suite=playground runs: their tasks are kept and not run again, and the
-    new results (with every run's command) extend them, so a long benchmark can go on in parts."""
+    """results.json files of earlier suite=playground runs: their tasks are kept and not run again (unless
+    listed in `survey_tasks`), and the new results (with every run's command) extend them, so a long
+    benchmark can go on in parts."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from collections.abc import Iterable
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +48,8 @@ def window_gradients(env, seed: int = 0) -> dict:
     each is finite.
     """
     reset_key, action_key = jax.random.split(jax.random.key(seed))
-    start = jax.vmap(env.reset)(jax.random.split(reset_key, GRADIENT_ENVS))
+    # jitted: MJX run op by op compiles each of its operations on its own
+    start = jax.jit(jax.vmap(env.reset))(jax.random.split(reset_key, GRADIENT_ENVS))
     actions = 0.3 * jax.random.normal(action_key, (GRADIENT_HORIZON, GRADIENT_ENVS, env.action_size))
     step = jax.vmap(env.step)
 
@@ -174,17 +176,26 @@ def published_ppo(name: str, scaled: PPOConfig) -> PPOConfig:
     return dataclasses.replace(scaled, **changed, source=f"{scaled.source}; {task}: {listed}")
 
 
+def latest_survey(entries: Iterable[dict]) -> list[dict]:
+    """Survey entries, one per task: a task surveyed again keeps its place and takes its latest entry."""
+    by_task = {}
+    for entry in entries:
+        by_task[entry["task"]] = entry
+    return list(by_task.values())
+
+
 def extend_results(earlier: list[dict], results: dict) -> dict:
     """`results` (a new suite=playground run, before it measures) after the survey entries and learning
     runs of `earlier` runs, with every run's command (one per line), and the date and load average of
-    the first run. A task learned in several parts keeps its first part's settings and the runs of every part."""
+    the first run. A task surveyed in several parts keeps its latest entry; a task learned in several
+    parts keeps its first part's settings and the runs of every part."""
     parts = [*earlier, results]
     commands = [run["command"] for run in parts]
     first = min(parts, key=lambda run: run["date"])
     merged = {**results, "command": "\n".join(commands), "date": first["date"]}
     if "load_average_at_start" in first:
         merged["load_average_at_start"] = first["load_average_at_start"]
-    merged["survey"] = [entry for run in parts for entry in run["survey"]]
+    merged["survey"] = latest_survey(entry for run in parts for entry in run["survey"])
     learning: dict[str, dict] = {}
     for task, run in ((task, run) for part in parts for task, run in part["learning"].items()):
         first = learning.setdefault(task, {**run, "runs": []})

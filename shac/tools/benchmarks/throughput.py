@@ -69,7 +69,8 @@ def epoch_parts(shac: Shac, state: TrainState) -> dict:
     """The epoch's parts as separately compiled functions of `state`, each with its arguments:
     {name: (compiled function, args)} for gradient, actor_update, critic_fit and target_update."""
     _, reset_key, rollout_key, critic_key = jax.random.split(state.key, 4)
-    reset_states = jax.vmap(shac.env.reset)(jax.random.split(reset_key, shac.config.num_envs))
+    # jitted: MJX run op by op compiles each of its operations on its own
+    reset_states = jax.jit(jax.vmap(shac.env.reset))(jax.random.split(reset_key, shac.config.num_envs))
     probes = zero_probes(state.env_state.pipeline_state, shac.config.horizon)
 
     def gradient(state, probes):
