@@ -252,8 +252,9 @@ def levenberg_marquardt(
     while True:
         gn_theta, gn_x = projected_step(normal, theta, lower, upper)
         step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
+        shared_step_errors = _largest_in_errors(gn_theta, normal)
         stalled = len(history) > patience and history[-patience - 1] - cost < stall_decrease
-        settled = stalled and (step_length < stall_tolerance or _largest_in_errors(gn_theta, normal) < tolerance)
+        settled = stalled and (step_length < stall_tolerance or shared_step_errors < tolerance)
         converged = step_length < tolerance or settled
         if converged or stalled or step >= max_steps:
             if computed:
@@ -297,7 +298,7 @@ def levenberg_marquardt(
         converged=converged,
         stalled=stalled,
         step_length=step_length,
-        shared_step_errors=_largest_in_errors(gn_theta, normal),
+        shared_step_errors=shared_step_errors,
     )
 
 
