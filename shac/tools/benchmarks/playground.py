@@ -178,10 +178,7 @@ def published_ppo(name: str, scaled: PPOConfig) -> PPOConfig:
 
 def latest_survey(entries: Iterable[dict]) -> list[dict]:
     """Survey entries, one per task: a task surveyed again keeps its place and takes its latest entry."""
-    by_task = {}
-    for entry in entries:
-        by_task[entry["task"]] = entry
-    return list(by_task.values())
+    return list({entry["task"]: entry for entry in entries}.values())
 
 
 def extend_results(earlier: list[dict], results: dict) -> dict:
