@@ -26,7 +26,7 @@ PENDULUM_ARGS = [
     "logger=offline",
     "logger.progress=false",
 ]
-"""The end-to-end pendulum run; test_resume interrupts and resumes the same config and compares."""
+"""The end-to-end pendulum run; test_resume resumes a copy of it from a checkpoint, interrupts it and compares."""
 
 
 def run_cli(*args, timeout=600):
@@ -49,6 +49,7 @@ FIRST = ["env_runs", "pendulum_run", "test_playground", "test_gradients", "test_
 """The longest groups, started first so that no long one is left for the end."""
 
 
+@pytest.hookimpl(tryfirst=True)  # the groups must be marked before xdist reads them into the node ids
 def pytest_collection_modifyitems(items):
     """Groups the tests for `--dist loadgroup` (a module per worker, or the groups above), longest first."""
 
