@@ -237,14 +237,21 @@ def test_a_run_trains_and_evaluates_in_a_new_process(trained):
     evaluated = json.loads(run_cli("launch/evaluate.py", f"run_dir={run_dir}", "episodes=2").strip().splitlines()[-1])
     assert (evaluated["episodes"], evaluated["mean_length"], evaluated["terminated"]) == (2, 40.0, 0.0)
     assert 0.0 <= evaluated["mean_return"] <= 40.0  # dm_control rewards are in [0, 1] per step
+
+
+# export and resume recreate the task from the run directory as evaluation does: one task is enough
+@pytest.mark.parametrize("trained", [CARTPOLE], indirect=True)
+def test_a_run_exports_in_a_new_process(trained):
+    run_dir, _ = trained
     exported = json.loads(Path(run_cli("launch/export.py", f"run_dir={run_dir}").strip().splitlines()[-1]).read_text())
     assert (exported["env"], exported["obs_size"], exported["action_size"]) == (
-        name,
-        envs.make(name).observation_size,
+        CARTPOLE,
+        envs.make(CARTPOLE).observation_size,
         1,
     )
 
 
+@pytest.mark.parametrize("trained", [CARTPOLE], indirect=True)
 def test_a_resumed_run_ends_in_the_same_state(trained, tmp_path):
     run_dir, _ = trained
     resumed = tmp_path / "resumed"
