@@ -26,7 +26,7 @@ PENDULUM_ARGS = [
     "logger=offline",
     "logger.progress=false",
 ]
-"""The end-to-end pendulum run; test_resume resumes a copy of it from a checkpoint, interrupts it and compares."""
+"""The end-to-end pendulum run; test_resume interrupts and resumes the same config and compares."""
 
 
 def run_cli(*args, timeout=600):
