@@ -19,9 +19,12 @@ project's `State`:
 - A dictionary observation is read at `obs_key` (default `state`).
 - The reward terms Playground logs as `reward/<term>` become this project's
   metrics `<term>` (logged as `reward/<term>`).
+- Optionally (`reward_margin` > 0), a reward `tolerance` that Playground calls
+  without a margin, flat outside its bounds, keeps its value and takes the
+  gradient of a long-tailed tolerance with a margin (`surrogate_margin_tolerance`).
 
 Options: `episode_length`, `substeps` (Playground's `sim_dt` becomes `ctrl_dt /
-substeps`), `smoothing` (all modes: the softened model runs Playground's own
+substeps`), `reward_margin`, `smoothing` (all modes: the softened model runs Playground's own
 step), `randomization` (Playground's step simulates the episode's sampled
 model; values a task derived from its model in its constructor keep the
 nominal ones), `max_velocity` and `config_overrides` (Playground's config keys).
@@ -126,6 +129,10 @@ class PlaygroundEnv(MjxEnv):
         substeps: physics steps per control step; None keeps the task's `sim_dt`.
         config_overrides: values of the task's Playground config (`ctrl_dt`,
             reward scales, ...); `impl` may only be `jax`.
+        reward_margin: > 0: each reward `tolerance` the task calls without a margin
+            is differentiated as a long-tailed one with this margin, in the units of
+            the tolerance's argument (see `surrogate_margin_tolerance`); its value is
+            unchanged. 0: off, the gradient is 0 outside those bounds.
         smoothing, randomization, max_velocity: as for `MjxEnv`.
         physics, unroll_substeps: refused (see the module docstring).
 
@@ -143,6 +150,7 @@ class PlaygroundEnv(MjxEnv):
         obs_key: str | None = None,
         substeps: int | None = None,
         config_overrides: Mapping[str, Any] | None = None,
+        reward_margin: float = 0.0,
         physics: Mapping[str, float] | None = None,
         smoothing: Smoothing = Smoothing(),
         randomization: Mapping[str, tuple[float, float]] | None = None,
@@ -160,6 +168,8 @@ class PlaygroundEnv(MjxEnv):
                 f"env.unroll_substeps is not supported for Playground task '{task}': Playground rolls its "
                 "substeps inside its own step"
             )
+        if not (math.isfinite(reward_margin) and reward_margin >= 0):
+            raise ValueError(f"reward_margin must be a finite number >= 0 (0: off), got {reward_margin}")
         config = playground.registry.get_default_config(task)
         overrides = dict(config_overrides or {})
         if overrides.get("impl", "jax") != "jax":
@@ -197,6 +207,7 @@ class PlaygroundEnv(MjxEnv):
         if episode_length is None:
             episode_length = int(overrides.get("episode_length", config.episode_length))
         self.task = task
+        self.reward_margin = float(reward_margin)
         self.model_changes = tuple(_make_differentiable(mj_model))
         if self.model_changes:
             warnings.warn(f"Playground task '{task}': {'; '.join(self.model_changes)}", stacklevel=3)
@@ -315,9 +326,17 @@ class PlaygroundEnv(MjxEnv):
             carried["obs"] = inner.obs
         return carried
 
-    def _safe_tolerance(self) -> contextlib.AbstractContextManager:
-        """Playground's reward `tolerance` with a finite gradient at infinite bounds (see `safe_tolerance`)."""
-        return playground_tolerance_wrapped(_playground(), lambda original: functools.partial(safe_tolerance, original))
+    def _tolerance(self) -> contextlib.AbstractContextManager:
+        """Playground's reward `tolerance` with a finite gradient at infinite bounds (`safe_tolerance`) and,
+        if `reward_margin` > 0, a gradient where it is flat (`surrogate_margin_tolerance`)."""
+
+        def wrap(original: Callable) -> Callable:
+            safe = functools.partial(safe_tolerance, original)
+            if self.reward_margin == 0:
+                return safe
+            return functools.partial(surrogate_margin_tolerance, safe, self.reward_margin)
+
+        return playground_tolerance_wrapped(_playground(), wrap)
 
     def _playground_env(self, info: Mapping[str, Any]) -> Any:
         """The Playground environment that simulates an episode with `info`'s model parameters."""
@@ -331,7 +350,7 @@ class PlaygroundEnv(MjxEnv):
 
         def traced(env: Any) -> Callable[[Any, jax.Array], Any]:
             def step(inner: Any, action: jax.Array) -> Any:
-                with contractions(), mjx_linesearch_step_held(), self._safe_tolerance():
+                with contractions(), mjx_linesearch_step_held(), self._tolerance():
                     return env.step(inner, action)
 
             return step
@@ -363,6 +382,31 @@ def safe_tolerance(
         return jnp.ones_like(x)
     value = tolerance(jnp.where(inside, outside, x), bounds=bounds, margin=margin, **options)
     return jnp.where(inside, 1.0, value)
+
+
+def surrogate_margin_tolerance(
+    tolerance: Callable,
+    margin_if_flat: float,
+    x: jax.Array,
+    bounds: tuple[float, float] = (0.0, 0.0),
+    margin: float = 0.0,
+    **options,
+) -> jax.Array:
+    """`tolerance(x, bounds, margin, ...)`'s value; where `margin` is 0 (exactly 0 outside `bounds`, so a
+    zero gradient), the gradient of `tolerance(x, bounds, margin_if_flat, sigmoid="long_tail")`.
+
+    `margin_if_flat` is in `x`'s own units (metres, a cosine, ...; the dm_control
+    suite's are of order 1). The long tail, `1 / (1 + (3 d / margin_if_flat)^2)` at a
+    distance `d` outside the bounds, is never exactly 0, so the gradient points
+    towards the bounds from any distance. The value stays the task's (`value + (s -
+    stop_gradient(s))`), so returns are unchanged; a product of two such terms that
+    are both 0 still has a zero gradient.
+    """
+    value = tolerance(x, bounds=bounds, margin=margin, **options)
+    if not isinstance(margin, int | float) or margin > 0:
+        return value
+    surrogate = tolerance(x, bounds=bounds, margin=margin_if_flat, sigmoid="long_tail")
+    return value + (surrogate - jax.lax.stop_gradient(surrogate))
 
 
 def _is_key(x: Any) -> bool:

@@ -83,6 +83,11 @@ class EnvConfig:
     config_overrides: dict[str, Any] = field(default_factory=dict)
     """Values of a Playground task's own config, by Playground's key (e.g. `{ctrl_dt: 0.02}`);
     `impl` can only be `jax`. Empty for every other environment."""
+    reward_margin: float | None = None
+    """Playground tasks: > 0 differentiates each reward tolerance a task defines without a margin (flat,
+    a zero gradient, outside its bounds) as a long-tailed one with this margin (in the units of what
+    it bounds: metres, a cosine, ...), its value unchanged (docs/playground.md, "Flat rewards");
+    None keeps the environment's default (Playground: 0, off). Other environments refuse it."""
 
     def __post_init__(self):
         try:
@@ -558,6 +563,8 @@ def make_env(
         options["obs_key"] = env_cfg.obs_key
     if env_cfg.config_overrides:
         options["config_overrides"] = env_cfg.config_overrides
+    if env_cfg.reward_margin is not None:
+        options["reward_margin"] = env_cfg.reward_margin
     if smoothing is not None:
         options["smoothing"] = smoothing
     try:

@@ -147,6 +147,8 @@ def test_randomised_damping_reaches_playground_step():
         (CARTPOLE, {"physics": {"joint:*:damping": 0.1}}, r"env.physics is not supported for Playground task"),
         (CARTPOLE, {"unroll_substeps": True}, r"env.unroll_substeps is not supported for Playground task"),
         (CARTPOLE, {"obs_key": "state"}, r"env.obs_key='state' given, but .* observes one array"),
+        (CARTPOLE, {"reward_margin": -1.0}, r"reward_margin must be a finite number >= 0 \(0: off\), got -1.0"),
+        ("cartpole_swingup", {"reward_margin": 1.0}, r"bad options .* for env 'cartpole_swingup': .*reward_margin"),
         (
             "playground/ReacherEasy",
             {"config_overrides": {"vision": True}},
@@ -296,3 +298,56 @@ def test_a_tolerance_with_an_infinite_bound_has_a_finite_gradient_inside_the_bri
         values, grads = jax.vmap(jax.value_and_grad(standing))(heights)
     np.testing.assert_allclose(values, jax.vmap(standing)(heights))  # the same values
     assert grads[0] == 0.0 and grads[1] > 0.0  # flat inside, rising toward the bound below it
+
+
+def test_a_surrogate_margin_keeps_a_flat_tolerance_value_and_gives_the_long_tail_gradient():
+    from mujoco_playground._src import reward
+
+    safe = functools.partial(bridge.safe_tolerance, reward.tolerance)
+    surrogate = functools.partial(bridge.surrogate_margin_tolerance, safe, 1.0)
+
+    def between(x):  # 1 on [0, 0.5], exactly 0 outside: no margin
+        return surrogate(x, bounds=(0.0, 0.5))
+
+    def above(x):  # 1 above 0.6
+        return surrogate(x, bounds=(0.6, float("inf")))
+
+    def with_margin(x):  # a margin of its own: untouched
+        return surrogate(x, bounds=(0.0, 1.0), margin=0.5)
+
+    xs = jnp.array([1.5, 0.25, -1.0])
+    values, grads = jax.vmap(jax.value_and_grad(between))(xs)
+    np.testing.assert_array_equal(values, jax.vmap(lambda x: reward.tolerance(x, bounds=(0.0, 0.5)))(xs))
+    # margin 1, long tail, value 0.1 at the margin: 1 / (1 + (3 d)^2) at a distance d; its slope -18 d / (1 + 9 d^2)^2
+    np.testing.assert_allclose(grads, [-18 / 100, 0.0, 18 / 100], rtol=1e-6)
+    value, grad = jax.value_and_grad(above)(jnp.array(0.1))  # d = 0.5: 9 / 3.25^2
+    assert float(value) == 0.0 and grad == pytest.approx(9 / 3.25**2, rel=1e-6)
+    np.testing.assert_array_equal(
+        jax.vmap(jax.grad(with_margin))(xs),
+        jax.vmap(jax.grad(lambda x: safe(x, bounds=(0.0, 1.0), margin=0.5)))(xs),
+    )
+
+
+def test_a_reward_margin_gives_the_pendulum_a_gradient_where_its_reward_is_flat_and_keeps_its_rewards():
+    def rewards_and_gradient(env):  # per start of 8: the rewards of 4 steps at zero action, and their gradient
+        def window(key):
+            start = env.reset(key)
+
+            def rewards(actions):
+                def body(state, action):
+                    state = env.step(state, action)
+                    return state, state.reward
+
+                return jax.lax.scan(body, start, actions)[1]
+
+            actions = jnp.zeros((4, env.action_size))
+            return rewards(actions), jax.grad(lambda a: rewards(a).sum())(actions)
+
+        return jax.vmap(window)(jax.random.split(jax.random.key(0), 8))
+
+    flat, flat_gradient = jax.jit(rewards_and_gradient, static_argnums=0)(envs.make(PENDULUM))
+    rewards, gradient = jax.jit(rewards_and_gradient, static_argnums=0)(envs.make(PENDULUM, reward_margin=1.0))
+    away = np.asarray(flat).sum(axis=1) == 0  # starts away from upright: the reward is exactly 0 for all 4 steps
+    assert away.any() and (np.asarray(flat_gradient)[away] == 0).all()
+    np.testing.assert_array_equal(rewards, flat)
+    assert np.isfinite(gradient).all() and (np.abs(np.asarray(gradient)[away]).sum(axis=(1, 2)) > 0).all()

@@ -50,7 +50,12 @@ def records(run_dir):
 
 
 def steps(run_dir):
-    return Checkpointer(run_dir).steps()
+    """The run's checkpointed epochs, listed again if the running process deletes an old one meanwhile."""
+    while True:
+        try:
+            return Checkpointer(run_dir).steps()
+        except FileNotFoundError:  # orbax keeps the latest few: one it listed was removed before it was read
+            time.sleep(0.02)
 
 
 def wait_for(condition, process, what):
