@@ -49,13 +49,15 @@ def records(run_dir):
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def steps(run_dir):
-    """The run's checkpointed epochs, listed again if the running process deletes an old one meanwhile."""
-    while True:
+def steps(run_dir, attempts=50):
+    """The run's checkpointed epochs, listed again (up to `attempts` times) if the running process deletes
+    an old one meanwhile."""
+    for _ in range(attempts - 1):
         try:
             return Checkpointer(run_dir).steps()
         except FileNotFoundError:  # orbax keeps the latest few: one it listed was removed before it was read
             time.sleep(0.02)
+    return Checkpointer(run_dir).steps()
 
 
 def wait_for(condition, process, what):
