@@ -103,11 +103,12 @@ def zero_actions(name: str) -> jax.Array:
 
 
 @functools.cache
-def return_gradient(name: str, smoothing: str = "none") -> Callable[[jax.Array, State], jax.Array]:
-    """Jitted d(sum of rewards)/d(actions) over GRADIENT_STEPS steps: (actions [h, N, A], start [N]) -> [h, N, A]."""
+def return_gradient(name: str, smoothing: str = "none") -> Callable[[jax.Array, State], tuple[jax.Array, jax.Array]]:
+    """Jitted sum of rewards over GRADIENT_STEPS steps and its gradient with respect to the actions:
+    (actions [h, N, A], start [N]) -> (scalar, [h, N, A])."""
     env = make(name, smoothing)
 
     def total_return(actions: jax.Array, start: State) -> jax.Array:
         return window_rewards(jax.vmap(env.step), start, actions).sum()
 
-    return jax.jit(jax.grad(total_return))
+    return jax.jit(jax.value_and_grad(total_return))

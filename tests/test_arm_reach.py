@@ -1,8 +1,8 @@
 """The arm reaching task: its model (position actuators, joint limits, table contact), its action
-mapping, its reward at a hand-built state, its steps and an 8-step gradient.
+mapping, its reward at a hand-built state and its steps (its 32-step gradient: test_gradients.py).
 
-Two MJX compiles in all (a reset and 3 steps of 4 envs; the gradient of an 8-step window of 4
-envs); the other tests run MuJoCo's C forward pass and the task's reward on `mjx.put_data`.
+One MJX compile in all (a reset and 3 steps of 4 envs); the other tests run MuJoCo's C forward
+pass and the task's reward on `mjx.put_data`.
 """
 
 import functools
@@ -16,7 +16,6 @@ from mujoco import mjx
 
 import envs
 from envs.arm_reach import ArmReach
-from shac.core.rollout import window_rewards
 
 ENV = envs.make("arm_reach")
 ARM_GEOMS = ("shoulder", "upper_arm", "forearm", "wrist_1", "wrist_2", "hand")
@@ -138,19 +137,3 @@ def test_reset_and_steps_follow_the_position_targets():
     moved = np.asarray(trace.pipeline_state.qpos[-1] - data.qpos)
     far = np.abs(gap) > 0.5
     assert far.sum() > 10 and (np.sign(moved[far]) == np.sign(gap[far])).all()
-
-
-def test_gradient_of_an_8_step_window_is_finite_and_improves_the_return():
-    def total_return(actions, keys):
-        start = jax.vmap(ENV.reset)(keys)
-        return window_rewards(jax.vmap(ENV.step), start, actions).sum()
-
-    keys = jax.random.split(jax.random.key(2), 4)
-    actions = 0.3 * jax.random.normal(jax.random.key(3), (8, 4, 6))
-    value_and_grad = jax.jit(jax.value_and_grad(total_return))
-    value, grads = value_and_grad(actions, keys)
-    assert grads.shape == actions.shape
-    assert np.isfinite(np.asarray(grads)).all() and float(jnp.abs(grads).max()) > 0.0
-    # a small step along the gradient raises the return
-    better, _ = value_and_grad(actions + 0.01 * grads / jnp.linalg.norm(grads), keys)
-    assert float(better) > float(value)

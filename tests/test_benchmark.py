@@ -173,13 +173,17 @@ def test_ppo_stops_at_the_first_evaluation_after_its_budget():
     assert all(r.eval_return == r.eval_return for r in result.records)  # not NaN
 
 
-def test_throughput_gpu_preset_runs_a_tiny_point_on_cpu(tmp_path):
+def test_throughput_measures_the_configs_own_point_with_the_epochs_parts_and_apg(tmp_path):
+    # one command for both presets' paths: the gpu preset, with its grid emptied as the cpu preset's is
     run_cli(
         "launch/benchmark.py",
         "preset=gpu",
+        "env=pendulum_swingup",
+        "algo.num_envs=4",
+        "algo.horizon=3",
         "throughput.envs=[pendulum_swingup]",
-        "throughput.num_envs=[4]",
-        "throughput.horizons=[4]",
+        "throughput.num_envs=[]",
+        "throughput.horizons=[]",
         "throughput.repeats=1",
         "throughput.apg_updates=1",
         "docs=",
@@ -189,26 +193,6 @@ def test_throughput_gpu_preset_runs_a_tiny_point_on_cpu(tmp_path):
     assert results["suite"] == "throughput" and results["preset"] == "gpu"
     assert len(results["load_average_at_start"]) == 3
     [point] = results["points"]
-    assert (point["env"], point["num_envs"], point["horizon"]) == ("pendulum_swingup", 4, 4)
-    assert point["overhead"] > 0 and point["forward_s"] > 0 and point["apg_update_s"] > 0
-    assert point["epoch_memory_bytes"] > 0
-    assert (tmp_path / "throughput.png").is_file()
-
-
-def test_throughput_measures_each_env_at_its_own_defaults_with_the_epochs_parts(tmp_path):
-    run_cli(
-        "launch/benchmark.py",
-        "suite=throughput",
-        "env=pendulum_swingup",
-        "algo.num_envs=4",
-        "algo.horizon=3",
-        "throughput.repeats=1",
-        "throughput.apg=false",
-        "docs=",
-        f"hydra.run.dir={tmp_path}",
-    )
-    results = json.loads((tmp_path / "results.json").read_text())
-    [point] = results["points"]
     assert (point["env"], point["num_envs"], point["horizon"]) == ("pendulum_swingup", 4, 3)  # the config's own
     parts = ("gradient_s", "actor_update_s", "critic_fit_s", "target_update_s")
     assert all(point[part] > 0 for part in parts)
@@ -216,6 +200,24 @@ def test_throughput_measures_each_env_at_its_own_defaults_with_the_epochs_parts(
     assert point["rest_s"] == pytest.approx(point["epoch_s"] - sum(point[part] for part in parts))
     assert point["steps_per_s"] == pytest.approx(12 / point["epoch_s"])
     assert point["forward_steps_per_s"] == pytest.approx(12 / point["forward_s"])
+    assert point["overhead"] > 0 and point["apg_update_s"] > 0 and point["epoch_memory_bytes"] > 0
+    assert (tmp_path / "throughput.png").is_file()
+
+
+def test_the_throughput_presets_grids():
+    from hydra import compose, initialize_config_dir
+
+    from launch.benchmark import ROOT
+    from shac.run.hydra_config import to_config
+    from shac.tools.benchmarks.config import BenchmarkConfig
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cpu, gpu = (
+            to_config(compose("benchmark", overrides=["suite=throughput", f"preset={p}"]), BenchmarkConfig).throughput
+            for p in ("cpu", "gpu")
+        )
+    assert (cpu.envs, cpu.num_envs, cpu.horizons) == ((), (), ())  # the env's own defaults
+    assert (gpu.envs, gpu.num_envs, gpu.horizons) == (("ant", "humanoid"), (4096,), (32,))
 
 
 def test_epoch_parts_table_gives_each_part_in_ms_and_as_a_share():
