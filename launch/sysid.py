@@ -86,6 +86,11 @@ class SysidArgs:
     """Standard deviation of the velocity measurement noise (0: estimate it per coordinate)."""
     steps: int = 50
     """Maximum Levenberg-Marquardt iterations."""
+    spread_fits: int = 3
+    """When the fit from the initial values does not converge, or leaves residuals more than 3 times the noise
+    the data show, fits from up to this many starts spread around them (shac/sysid/fit.py; 0: none)."""
+    spread: float = 4.0
+    """The spread starts put every parameter within this factor of its initial value (> 1)."""
     allow_unconverged: bool = False
     """Exit with status 0 even if the fit did not converge (the report still says so)."""
     method: str = "autodiff"
@@ -108,6 +113,8 @@ def parse(argv: list[str]) -> SysidArgs:
         sys.exit(f"unknown method '{args.method}'; available: {', '.join(METHODS)}")
     if args.steps < 1:
         sys.exit(f"steps must be >= 1, got {args.steps}")
+    if args.spread_fits < 0 or not args.spread > 1:
+        sys.exit(f"spread_fits must be >= 0 and spread > 1, got spread_fits={args.spread_fits}, spread={args.spread}")
     if args.segment_seconds is not None and args.segment_seconds <= 0:
         sys.exit(f"segment_seconds must be > 0, got {args.segment_seconds}")
     if (args.qpos_noise > 0) != (args.qvel_noise > 0) or min(args.qpos_noise, args.qvel_noise) < 0:
@@ -166,7 +173,8 @@ def main(argv: list[str]) -> None:
     import envs
     from envs.physics.parameters import ModelParameter
     from shac.sysid import signals
-    from shac.sysid.fit import Problem, fit, residuals_function
+    from shac.sysid.fit import SPREAD_STARTS, Problem, fit, residuals_function
+    from shac.sysid.noise import MISFIT_LIMIT
     from shac.sysid.parameters import Bounds, parse_assignments
     from shac.sysid.recording import Trajectory
     from shac.sysid.report import analyze, plot_landscape, recorded_motion, summary_lines
@@ -206,7 +214,14 @@ def main(argv: list[str]) -> None:
         print(f"  step {step:3d}  loss {loss:.6g}  [{estimate}]", flush=True)
 
     fit_started = time.perf_counter()
-    result = fit(problem, steps=args.steps, method=args.method, on_step=progress)
+    result = fit(
+        problem,
+        steps=args.steps,
+        method=args.method,
+        on_step=progress,
+        spread_fits=args.spread_fits,
+        spread=args.spread,
+    )
     fit_seconds = time.perf_counter() - fit_started
     if result.delay_start is not None:
         candidates = problem.delay_candidates()
@@ -225,6 +240,18 @@ def main(argv: list[str]) -> None:
         print(
             f"{', '.join(result.floor_restart)} ended at the floor (a millionth of the initial value); a second "
             "fit with them back at their initial values was run and the fit of lower cost kept"
+        )
+    if result.spread_fits:
+        kept = (
+            "the one from [" + ", ".join(f"{v:.4g}" for v in result.spread_start) + "] kept"
+            if result.spread_start is not None
+            else "the first fit kept (of least cost)"
+        )
+        print(
+            f"the fit from the initial values was not sound (converged with residuals within {MISFIT_LIMIT:g} times "
+            f"the data's noise); {result.spread_fits} fit{'s' if result.spread_fits > 1 else ''} from spread starts "
+            f"(each parameter within "
+            f"{args.spread:g} times its initial value, the least-cost of {SPREAD_STARTS}) were run, {kept}"
         )
     motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)
     report = analyze(
@@ -253,6 +280,9 @@ def main(argv: list[str]) -> None:
         "delay_start": result.delay_start,
         "delay_restart": result.delay_restart,
         "floor_restart": list(result.floor_restart),
+        "spread_fits": result.spread_fits,
+        "spread_start": None if result.spread_start is None else result.spread_start.tolist(),
+        "misfit": result.misfit,
         "steps": result.steps,
         "step_length": result.step_length,
         "parameter_step_errors": result.parameter_step_errors,

@@ -287,6 +287,7 @@ def identify(p: Plan) -> None:
 
 
 def narrow(p: Plan) -> None:
+    from shac.sysid.noise import MISFIT_LIMIT
     from shac.tools.transfer import model_keys, narrow_ranges, unresolved
 
     path = p.out / "identify" / "sysid.json"
@@ -298,6 +299,12 @@ def narrow(p: Plan) -> None:
     widened = unresolved(report, p.args.unresolved_std)
     if report.get("converged") is False:
         print("  the sysid fit did not converge: every parameter is randomised over its wide range", flush=True)
+    elif report.get("misfit", 0.0) > MISFIT_LIMIT:
+        print(
+            f"  the sysid fit left residuals {report['misfit']:.3g} times the data's noise: every parameter is "
+            "randomised over its wide range",
+            flush=True,
+        )
     for flag in report.get("flags", []):
         print(f"  sysid flags: {flag}", flush=True)
     for key in widened:

@@ -24,6 +24,7 @@ from launch.record_trajectory import RecordArgs, controls, simulate, start_state
 from shac.sysid import coverage
 from shac.sysid import fit as fit_module
 from shac.sysid.fit import Problem, fit
+from shac.sysid.noise import misfit
 from shac.sysid.parameters import LOG_FLOOR, Bounds
 from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
 from shac.sysid.report import analyze, recorded_motion, summary_lines
@@ -32,6 +33,7 @@ from shac.sysid.signals import DELAY
 ROOT = Path(__file__).resolve().parents[1]
 DAMPING, FRICTION = "joint:hinge:damping", "joint:hinge:frictionloss"
 PENDULUM = envs.make("pendulum_swingup")
+CARTPOLE = envs.make("cartpole_swingup")
 
 
 def model_with(**values):
@@ -275,7 +277,7 @@ def test_mjx_jacobian_matches_finite_differences_in_mujoco():
 
 def test_a_fit_stopped_at_its_step_limit_is_not_converged():
     problem = Problem(PENDULUM.mj_model, [DAMPING], random_recording(0.05, seed=1))
-    result = fit(problem, steps=2, method="finite_difference")
+    result = fit(problem, steps=2, method="finite_difference", spread_fits=0)
     assert not result.converged and result.steps == 2 and result.step_length > 0.1
     report = analyze((DAMPING,), result.values, result.information, result.converged)
     report |= {"converged": False, "stalled": False, "steps": 2, "step_length": result.step_length}
@@ -283,6 +285,9 @@ def test_a_fit_stopped_at_its_step_limit_is_not_converged():
     lines = summary_lines(report)
     assert lines[0].startswith("NOT CONVERGED after 2 steps: stopped at the step limit, the Gauss-Newton step")
     assert lines[1].endswith("(unreliable: not converged)") and report["parameters"][DAMPING]["reliable"] is False
+    assert not any(line.startswith("MISFIT") for line in lines)
+    lines = summary_lines(report | {"misfit": 160.4})
+    assert lines[1].startswith("MISFIT: the residuals are 160 times the noise the data show (third differences)")
 
 
 def test_problem_rejects_data_that_cannot_hold_one_segment_and_reports_gaps():
@@ -353,9 +358,10 @@ def test_coverage_draws_each_datasets_delay_and_damping_and_fits_the_delay_withi
         assert d.delay_error_ms == pytest.approx(1000 * abs(d.estimates[1] - delay)) and d.delay_error_ms < 1000 * d.dt
         assert d.delay_within_step is True and d.estimates[0] == pytest.approx(damping, rel=0.02)
     assert datasets[0].truth != datasets[1].truth  # each dataset is its own system
-    # a fixed delay is that delay; the step limit reaches the fit
+    # a fixed delay is that delay; the step limit reaches the fit and each of its spread fits
     fixed = delayed_coverage(2, 0.05, (0.02, 0.02), steps=2)
-    assert fixed.truth == [pytest.approx(0.137), 0.02] and fixed.steps == 2 and not fixed.converged
+    assert fixed.truth == [pytest.approx(0.137), 0.02] and not fixed.converged
+    assert fixed.steps == 2 * (1 + fit_module.SPREAD_FITS)
     summary = coverage.summarize([*datasets, fixed], (DAMPING, DELAY))
     assert summary["all"][DELAY]["within_one_step"] == pytest.approx(2 / 3)  # the unconverged fit does not count
 
@@ -526,7 +532,7 @@ def test_sysid_cli_writes_report_and_figure(tmp_path):
 
 def test_sysid_cli_fails_on_an_unconverged_fit_unless_allowed(tmp_path):
     random_recording(0.05, seed=3).save(tmp_path / "pend.npz")
-    result = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "steps=2")
+    result = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "steps=2", "spread_fits=0")
     assert result.returncode == 3
     lines = result.stdout.splitlines()
     first = max(i for i, line in enumerate(lines) if line.startswith("  step ")) + 1  # after the progress
@@ -534,8 +540,15 @@ def test_sysid_cli_fails_on_an_unconverged_fit_unless_allowed(tmp_path):
     assert "allow_unconverged=true" in result.stderr.splitlines()[-1]
     report = json.loads((tmp_path / "out" / "sysid.json").read_text())
     assert report["converged"] is False and report["parameters"][DAMPING]["reliable"] is False
-    allowed = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "steps=2", "allow_unconverged=true")
+    allowed = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "steps=2", "spread_fits=0", "allow_unconverged=true")
     assert allowed.returncode == 0 and "NOT CONVERGED" in allowed.stdout
+    # with spread starts (the default) a start near the truth converges within the 2 steps
+    spread = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "steps=2")
+    assert spread.returncode == 0 and "fits from spread starts (each parameter within 4 times" in spread.stdout
+    report = json.loads((tmp_path / "out" / "sysid.json").read_text())
+    assert report["converged"] is True and report["spread_fits"] >= 1 and report["misfit"] < 1.5
+    assert report["parameters"][DAMPING]["estimate"] == pytest.approx(0.137, rel=0.02)
+    assert report["spread_start"][0] == pytest.approx(0.137, rel=1.0)
 
 
 def test_sysid_cli_rejects_bad_data_in_one_line(tmp_path):
@@ -678,6 +691,69 @@ def test_parameters_at_their_floor_restart_from_their_initial_values_and_the_low
     np.testing.assert_array_equal(result.values, (first, second)[int(np.argmin(costs))].values)
     assert result.steps == first.steps + second.steps and result.converged
     assert result.values[0] == pytest.approx(0.137, rel=0.02)
+
+
+def test_misfit_is_the_largest_ratio_of_residual_rms_to_the_datas_noise():
+    # two recordings, two coordinates; segment 0 and 2 are recording 0, segment 1 recording 1; L = 2 samples
+    residuals = np.array([[1.0, 2.0, -1.0, 2.0], [3.0, 0.0, 3.0, 0.0], [1.0, -2.0, 1.0, 2.0]])  # [S, L * nx]
+    noise = np.array([[0.5, 1.0], [2.0, 1.0]])  # [K, nx] the weights' noise
+    data_noise = np.array([[0.5, 4.0], [1.0, 1.0]])
+    # recording 0: rms 1 * 0.5 / 0.5 = 1 and 2 * 1 / 4 = 0.5; recording 1: rms 3 * 2 / 1 = 6 and 0
+    assert misfit(residuals, noise, np.array([0, 1, 0]), data_noise) == pytest.approx(6.0)
+
+
+def heavy_cart_fit(seconds, **kwargs):
+    """The cart-pole's cart, pole and hinge friction fitted to `seconds` of a cart 4 times the model's (the
+    model's values as the start, the friction's 0.1), by finite differences."""
+    real = str(ROOT / "configs/real/cartpole_swingup_heavy_cart.yaml")
+    data, _, _ = simulate(RecordArgs(env="cartpole_swingup", out="", real=real, seconds=seconds, excitation="random"),
+                          CARTPOLE)  # fmt: skip
+    model = copy.deepcopy(CARTPOLE.mj_model)
+    ModelParameter.parse(FRICTION, model).write_mj(model, 0.1)
+    problem = Problem(model, ["body:cart:mass", "body:pole:mass", FRICTION], data)
+    return problem, fit(problem, method="finite_difference", **kwargs)
+
+
+@pytest.mark.parametrize("seconds", [5.0, 10.0])
+def test_a_fit_that_is_not_sound_restarts_from_spread_starts_and_keeps_the_first_sound_one(seconds):
+    problem, alone = heavy_cart_fit(seconds, spread_fits=0)
+    # from the model's 1 kg cart: 5 s stops unconverged, the cart at 2,400 kg; 10 s converges to a wrong
+    # minimum (the cart at 0.38 kg, the hinge stuck by friction of 1e10 N m) with residuals 160 times the noise
+    if seconds == 5.0:
+        assert not alone.converged and alone.values[0] > 100
+    else:
+        assert alone.converged and alone.misfit > 100 and alone.values[2] > 1e6
+    assert alone.spread_fits == 0 and alone.spread_start is None and not fit_module.sound(alone)
+    _, result = heavy_cart_fit(seconds)
+    starts = fit_module.spread_starts(problem, problem.initial_values, 1.0 / problem.noise, "finite_difference")
+    assert result.spread_fits == 1 and np.array_equal(result.spread_start, starts[0])
+    assert fit_module.sound(result) and result.misfit < 1.5
+    np.testing.assert_allclose(result.values, [4.0, 1.0, 0.2], rtol=0.01)
+    assert result.steps > alone.steps and result.jacobians > alone.jacobians
+
+
+def test_spread_starts_fill_the_box_least_cost_first_and_keep_the_delay():
+    problem = Problem(
+        model_with(damping=0.1, frictionloss=0.02),
+        [DAMPING, FRICTION, DELAY],
+        random_recording(0.05, seed=1),
+        bounds={FRICTION: Bounds(upper=0.5)},
+        signal_values={DELAY: 0.01},
+    )
+    values, weights = problem.initial_values, 1.0 / problem.noise
+    starts = fit_module.spread_starts(problem, values, weights, "finite_difference", count=32, spread=10.0)
+    assert starts.shape == (32, 3)
+    # damping above 0 alone: within 10 times 0.1 either way, spread over the log range; friction between its
+    # two bounds: uniform over [0, 0.5]; the delay as given
+    log_ratio = np.log10(starts[:, 0] / 0.1)
+    assert log_ratio.min() >= -1 and log_ratio.max() <= 1 and log_ratio.min() < -0.9 and log_ratio.max() > 0.9
+    assert starts[:, 1].min() >= 0 and starts[:, 1].max() <= 0.5 and np.ptp(starts[:, 1]) > 0.45
+    assert np.all(starts[:, 2] == 0.01)
+    costs = [fit_module.weighted_cost(problem, start, problem.segments.measured[:, 0], weights, "finite_difference")
+             for start in starts]  # fmt: skip
+    assert np.all(np.diff(costs) >= 0)
+    again = fit_module.spread_starts(problem, values, weights, "finite_difference", count=32, spread=10.0)
+    np.testing.assert_array_equal(again, starts)
 
 
 def test_a_fit_that_ignores_the_delay_biases_the_damping():

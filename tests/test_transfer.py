@@ -21,6 +21,7 @@ from shac.core.normalizer import RunningStatistics
 from shac.run.commands import evaluate_run
 from shac.run.real import check_real, load_real, real_env
 from shac.run.serialization import save_config, save_policy
+from shac.sysid.noise import MISFIT_LIMIT
 from shac.tools.transfer import POLICIES, narrow_ranges, nearby_models, summarize, unresolved, wide_ranges
 from tests import tiny_configs
 from tests.conftest import ROOT
@@ -170,13 +171,16 @@ def sysid_report(converged=True, **relative_std):
     return {"converged": converged, "parameters": parameters}
 
 
-def test_a_parameter_is_unresolved_past_the_relative_error_or_when_the_fit_did_not_converge():
+def test_a_parameter_is_unresolved_past_the_relative_error_or_when_the_fit_is_not_sound():
     report = sysid_report(body__pole__mass=0.01, joint__hinge__frictionloss=0.2, signal__ctrl__delay=0.5)
     assert unresolved(report) == ["joint:hinge:frictionloss"]  # the delay is no model parameter
     assert unresolved(report, max_relative_std=0.3) == []
     report["parameters"]["body:pole:mass"]["relative_std"] = math.inf  # an undetermined direction
     assert unresolved(report) == ["body:pole:mass", "joint:hinge:frictionloss"]
     assert unresolved(sysid_report(False, body__pole__mass=0.01)) == ["body:pole:mass"]
+    # converged, but the residuals far above the data's noise: a wrong minimum resolves nothing
+    assert unresolved(sysid_report(body__pole__mass=0.01) | {"misfit": MISFIT_LIMIT + 0.1}) == ["body:pole:mass"]
+    assert unresolved(sysid_report(body__pole__mass=0.01) | {"misfit": MISFIT_LIMIT}) == []
 
 
 def test_narrow_ranges_follow_the_report_and_take_the_wide_range_where_widened(tmp_path):

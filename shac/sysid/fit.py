@@ -55,7 +55,7 @@ from mujoco import mjx
 
 from envs.physics.parameters import ModelParameter, parse_all, write_all
 from shac.sysid import least_squares, signals
-from shac.sysid.noise import NOISE_RTOL, initial_noise, reestimate_noise
+from shac.sysid.noise import MISFIT_LIMIT, NOISE_RTOL, initial_noise, misfit, reestimate_noise
 from shac.sysid.parameters import Bounds
 from shac.sysid.recording import SPACING_RTOL, Trajectory, simulate_mujoco
 
@@ -77,6 +77,14 @@ FINITE_DIFFERENCE_STEP = 1e-7
 where a constraint switches; a difference whose step crosses a jump divides it by the step. At 1e-5 the
 arm's Jacobian had columns up to 16 times their size at 1e-7 and 1e-6, where they agree (docs/sysid.md,
 "Which Jacobian"); in float64 the rounding error of a 1e-7 step is still far below the noise."""
+SPREAD = 4.0
+SPREAD_STARTS = 64
+SPREAD_FITS = 3
+"""`fit`'s defaults when the fit from the initial values is not `sound`: `SPREAD_STARTS` starts with
+every model parameter within `SPREAD` times its initial value (`spread_starts`), and fits from the
+`SPREAD_FITS` of least cost until one is. On a cart-pole whose cart was 4 times the model's, fits from
+the model's values ended with the cart at 2,400 kg (not converged) or 0.38 kg (converged, the residuals
+160 times the noise); the best spread start converged to the truth (docs/sysid.md, "Spread starts")."""
 ROLLOUT_BYTES = 2**28
 """The most memory one C rollout's states may take (the finite-difference Jacobian simulates in chunks)."""
 
@@ -246,8 +254,9 @@ class Problem:
                 "segment_seconds"
             )
         self.nq, self.nv = mj_model.nq, mj_model.nv
+        self.data_noise = np.stack([initial_noise(t) for t in self.trajectories])  # [K, nx]
         if noise is None:
-            self.noise, self.noise_given = np.stack([initial_noise(t) for t in self.trajectories]), False
+            self.noise, self.noise_given = self.data_noise.copy(), False
         else:
             qpos_noise = np.broadcast_to(np.asarray(noise[0], np.float64), (self.nq,))
             qvel_noise = np.broadcast_to(np.asarray(noise[1], np.float64), (self.nv,))
@@ -628,6 +637,9 @@ class FitResult:
         delay_start: the delay (s) the fit started from after `scan_delay`; None without a scan.
         delay_restart: the delay (s) a second fit started from (`kink_restart`); None without one.
         floor_restart: the parameters a last fit started again from their initial values (`floor_restart`).
+        misfit: how many times the noise the data show the residuals are (`shac.sysid.noise.misfit`).
+        spread_fits: fits run from spread starts (`spread_starts`) after the others did not converge.
+        spread_start: [P] the spread start the kept fit began from; None if the kept fit is not one of them.
             After a restart `steps`, `seconds_per_jacobian` and `jacobians` count every fit; the other fields are
             the kept one's.
     """
@@ -646,9 +658,12 @@ class FitResult:
     parameter_step_errors: float
     seconds_per_jacobian: float
     jacobians: int
+    misfit: float
     delay_start: float | None = None
     delay_restart: float | None = None
     floor_restart: tuple[str, ...] = ()
+    spread_fits: int = 0
+    spread_start: np.ndarray | None = None
 
 
 def scan_delay(problem: Problem, weights: np.ndarray, method: str = "autodiff") -> float:
@@ -679,6 +694,8 @@ def fit(
     delay_restart: bool = True,
     bound_restart: bool = True,
     secant_below: float = SECANT_BELOW,
+    spread_fits: int = SPREAD_FITS,
+    spread: float = SPREAD,
 ) -> FitResult:
     """Fits the parameters and start states by Levenberg-Marquardt, estimating the noise unless given.
 
@@ -703,9 +720,15 @@ def fit(
         secant_below: where the Gauss-Newton step is shorter than this many standard errors, an accepted
             step updates the Jacobian by Broyden's secant rule instead of simulating it
             (`shac.sysid.least_squares.levenberg_marquardt`); 0 simulates every one.
+        spread_fits: when the fit above is not `sound` (not converged, or converged with residuals far above
+            the noise), fit from up to this many of the least-cost starts of `spread_starts` (every model
+            parameter within `spread` times its initial value) until one is; the first that is is kept, else
+            the fit of least cost; 0 runs none.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method '{method}'; available: {', '.join(METHODS)}")
+    if spread_fits < 0 or not spread > 1:
+        raise ValueError(f"spread_fits must be >= 0 and spread > 1, got spread_fits={spread_fits}, spread={spread}")
     values = problem.initial_values
     delay_start = None
     if problem.delay_index is not None and delay_scan:
@@ -715,16 +738,100 @@ def fit(
     )
     restart = kink_restart(problem, result.values) if delay_restart else None
     if restart is not None:
-        values = problem.initial_values
-        values[problem.delay_index] = restart
-        second = _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, secant_below, result.steps)
+        mirrored = values.copy()
+        mirrored[problem.delay_index] = restart
+        second = _fit_from(problem, mirrored, steps, tolerance, method, max_rounds, on_step, secant_below, result.steps)
         result = replace(_lower_cost(problem, result, second, method), delay_restart=restart)
     floored = floor_restart(problem, result.values) if bound_restart else None
     if floored is not None:
         second = _fit_from(problem, floored, steps, tolerance, method, max_rounds, on_step, secant_below, result.steps)
         restarted = tuple(key for key, a, b in zip(problem.keys, result.values, floored, strict=True) if a != b)
         result = replace(_lower_cost(problem, result, second, method), floor_restart=restarted)
+    if not sound(result) and spread_fits and problem.model_indices:
+        starts = spread_starts(problem, values, 1.0 / problem.noise, method, spread=spread)
+        fits = []
+        for start in starts[:spread_fits]:
+            steps_before = result.steps + sum(f.steps for f in fits)
+            fits.append(
+                replace(
+                    _fit_from(
+                        problem, start, steps, tolerance, method, max_rounds, on_step, secant_below, steps_before
+                    ),
+                    spread_start=start,
+                )
+            )
+            if sound(fits[-1]):
+                break
+        result = _spread_kept(problem, result, fits, method)
     return result
+
+
+def sound(result: FitResult) -> bool:
+    """Converged, with residuals within `MISFIT_LIMIT` times the noise the data show (`FitResult.misfit`)."""
+    return result.converged and result.misfit <= MISFIT_LIMIT
+
+
+def spread_starts(
+    problem: Problem,
+    values: np.ndarray,
+    weights: np.ndarray,
+    method: str = "autodiff",
+    count: int = SPREAD_STARTS,
+    spread: float = SPREAD,
+) -> np.ndarray:
+    """[C, P] starts spread around `values` [P], least cost first (C <= count: a start whose simulation is not
+    finite is left out), the segments starting from their measured states as in `scan_delay`.
+
+    A model parameter above a lower bound alone is lower + (value - lower) * spread**u; one between two
+    finite bounds is lower + (upper - lower) * (u + 1) / 2; u in [-1, 1] comes from a scrambled Sobol
+    sequence of fixed seed (so the starts are reproducible and fill the box evenly in any dimension). The
+    control delay keeps its value in `values`. A start far from the minimum can end where a ratio of
+    parameters is right and their scale is not (a cart and its pole 4,100 times heavier than either, with
+    friction to match); the cost of a simulation from the measured states ranks the starts by how near
+    the data they begin.
+    """
+    from scipy.stats import qmc
+
+    model = list(problem.model_indices)
+    u = 2 * qmc.Sobol(len(model), scramble=True, seed=0).random_base2(max(int(np.ceil(np.log2(count))), 0))[:count] - 1
+    starts = np.tile(np.asarray(values, np.float64), (len(u), 1))
+    for column, i in enumerate(model):
+        bounds = problem.bounds[i]
+        if np.isfinite(bounds.upper) and bounds.unit is None:
+            starts[:, i] = bounds.lower + (bounds.upper - bounds.lower) * (u[:, column] + 1) / 2
+        else:
+            starts[:, i] = bounds.lower + (values[i] - bounds.lower) * spread ** u[:, column]
+    x0 = problem.segments.measured[:, 0]
+    costs = np.array([weighted_cost(problem, start, x0, weights, method) for start in starts])
+    order = np.argsort(costs, kind="stable")
+    return starts[order[np.isfinite(costs[order])]]
+
+
+def _spread_kept(problem: Problem, first: FitResult, fits: list[FitResult], method: str) -> FitResult:
+    """The first `sound` of `fits`, else the least-cost of `first` and `fits` (under the problem's initial
+    noise), with `steps`, `seconds_per_jacobian` and `jacobians` of
+    all and `first`'s record of the restarts before them."""
+    if not fits:
+        return first
+    passed = [f for f in fits if sound(f)]
+    if passed:
+        kept = passed[0]
+    else:
+        weights = 1.0 / problem.noise
+        everyone = [first, *fits]
+        kept = everyone[
+            int(np.argmin([weighted_cost(problem, r.values, r.start_states, weights, method) for r in everyone]))
+        ]
+    return replace(
+        kept,
+        steps=first.steps + sum(f.steps for f in fits),
+        seconds_per_jacobian=float(np.mean([first.seconds_per_jacobian, *(f.seconds_per_jacobian for f in fits)])),
+        jacobians=first.jacobians + sum(f.jacobians for f in fits),
+        delay_start=first.delay_start,
+        delay_restart=first.delay_restart,
+        floor_restart=first.floor_restart,
+        spread_fits=len(fits),
+    )
 
 
 def _lower_cost(problem: Problem, first: FitResult, second: FitResult, method: str) -> FitResult:
@@ -841,6 +948,7 @@ def _fit_from(
     total, losses, settled = 0, [], problem.noise_given
     count = problem.segments.measured.size
     for round_ in range(max_rounds):
+        weighted_by = noise
         residuals_fn, jacobian_fn = make_functions(1.0 / noise)
         done = first_step + total
 
@@ -873,6 +981,7 @@ def _fit_from(
     residuals, shared, local = solution.residuals, solution.shared, solution.local
     if settled and not problem.noise_given:  # the covariance at the final noise estimate
         residuals, shared, local = make_functions(1.0 / noise)[1](theta, x0)
+        weighted_by = noise
     theta_information = least_squares.Normal.build(residuals, shared, local).information()
     slope = derivative(np.arange(len(theta)), theta)
     return FitResult(
@@ -890,4 +999,5 @@ def _fit_from(
         parameter_step_errors=solution.shared_step_errors,
         seconds_per_jacobian=float(np.median(timings[1:] if len(timings) > 1 else timings)),
         jacobians=len(timings),
+        misfit=misfit(residuals, weighted_by, problem.segment_recording, problem.data_noise),
     )

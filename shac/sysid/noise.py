@@ -20,6 +20,9 @@ from shac.sysid.recording import Trajectory
 
 NOISE_RTOL = 0.05
 """Noise estimation stops when no standard deviation changes by more than this fraction."""
+MISFIT_LIMIT = 3.0
+"""A fit whose residuals are more than this many times the noise the data show (`misfit`) has not explained
+the data: a model that does leaves residuals at the noise, within a few tens of percent."""
 
 
 def initial_noise(trajectory: Trajectory) -> np.ndarray:
@@ -37,6 +40,24 @@ def initial_noise(trajectory: Trajectory) -> np.ndarray:
     d3 = np.concatenate(diffs)
     mad = np.median(np.abs(d3 - np.median(d3, axis=0)), axis=0)
     return np.maximum(1.4826 * mad / np.sqrt(20.0), noise_floor(states))
+
+
+def misfit(residuals: np.ndarray, noise: np.ndarray, groups: np.ndarray, data_noise: np.ndarray) -> float:
+    """How many times the noise the data show (`initial_noise`) the fit's residuals are, at most over the
+    coordinates and recordings.
+
+    A wrong minimum can pass every test of convergence: on a cart-pole, parameters with the pole's hinge
+    stuck by friction of 1e10 N m converged with the residuals 160 times the noise, and the noise estimated
+    from those residuals would call them noise. The third differences of the data do not depend on the fit.
+
+    Args:
+        residuals: [S, L * nx] weighted by 1 / `noise` of each segment's recording.
+        noise: [K, nx] the weights' noise; groups: int [S] each segment's recording; data_noise: [K, nx].
+    """
+    segments, nx = len(residuals), noise.shape[-1]
+    unweighted = residuals.reshape(segments, -1, nx) * noise[groups][:, None]
+    ratios = [np.sqrt(np.mean(unweighted[groups == k] ** 2, axis=(0, 1))) / data_noise[k] for k in np.unique(groups)]
+    return float(np.max(ratios))
 
 
 def noise_floor(states: np.ndarray) -> np.ndarray:

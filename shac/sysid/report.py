@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from envs.physics.parameters import servo_kind
+from shac.sysid.noise import MISFIT_LIMIT
 from shac.sysid.recording import Trajectory
 from shac.sysid.signals import DELAY
 
@@ -526,8 +527,8 @@ def summary_lines(report: dict) -> list[str]:
 
     Args:
         report: `analyze`'s dict with the fit's `converged`, `stalled`, `steps`, `step_length`
-            (standard errors; optionally `parameter_step_errors`) and `noise` (`noise_model_line`'s input) added;
-            with several `recordings` (each a dict of `file`, `seconds`, `samples`,
+            (standard errors; optionally `parameter_step_errors` and `misfit`) and `noise` (`noise_model_line`'s
+            input) added; with several `recordings` (each a dict of `file`, `seconds`, `samples`,
             `segments` and `noise` {qpos, qvel}), one line per recording follows the noise model.
     """
     remaining = f"the Gauss-Newton step {report['step_length']:.2g} standard errors long"
@@ -542,6 +543,12 @@ def summary_lines(report: dict) -> list[str]:
             f"NOT CONVERGED after {report['steps']} steps: {why}, {remaining}; "
             "every estimate and interval below is unreliable"
         ]
+    if report.get("misfit", 0.0) > MISFIT_LIMIT:
+        lines.append(
+            f"MISFIT: the residuals are {report['misfit']:.3g} times the noise the data show (third differences): "
+            "the model does not explain the recordings (a wrong minimum, or physics the model lacks), and the "
+            "intervals below, which assume it does, are too narrow"
+        )
     for key, entry in report["parameters"].items():
         low, high = entry["ci95"]
         if "ms" in entry:

@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shac.config import RandomizationConfig, randomization_ranges
+from shac.sysid.noise import MISFIT_LIMIT
 
 POLICIES = {
     "nominal": "the nominal model",
@@ -41,10 +42,11 @@ def unresolved(report: Mapping, max_relative_std: float = UNRESOLVED_STD) -> lis
         max_relative_std: the largest relative standard error of a resolved parameter.
 
     Returns:
-        Every model parameter if the fit did not converge, else those whose relative standard
-        error exceeds `max_relative_std` (or is not finite).
+        Every model parameter if the fit did not converge or left residuals above `MISFIT_LIMIT` times the
+        data's noise (`shac.sysid.noise.misfit`), else those whose relative standard error exceeds
+        `max_relative_std` (or is not finite).
     """
-    if report.get("converged") is False:
+    if report.get("converged") is False or report.get("misfit", 0.0) > MISFIT_LIMIT:
         return model_keys(report)
     return [key for key in model_keys(report) if not report["parameters"][key]["relative_std"] <= max_relative_std]
 
