@@ -330,6 +330,18 @@ def narrow(p: Plan) -> None:
 
 
 def wide(p: Plan) -> None:
+    from shac.tools.transfer import outside_wide
+
+    report_path = p.out / "identify" / "sysid.json"
+    if report_path.is_file():
+        for key, entry in outside_wide(json.loads(report_path.read_text()), p.wide).items():
+            low, high = entry["wide"]
+            print(
+                f"  warning: the sysid estimate of {key}, {entry['estimate']:.6g}, lies outside its wide range "
+                f"[{low:.6g}, {high:.6g}]: the wide policy will not train on the identified system "
+                f"(widen it with wide_ranges={{{key}: [low, high]}})",
+                flush=True,
+            )
     (p.out / "wide").mkdir(parents=True, exist_ok=True)
     (p.out / "wide" / "randomization.json").write_text(json.dumps({"ranges": p.wide}, indent=2) + "\n")
     train_stage(p, "wide", hydra_ranges(p.wide))
@@ -347,7 +359,7 @@ def evaluate(p: Plan) -> None:
     from shac.run.checkpoint import CheckpointError
     from shac.run.commands import evaluate_run
     from shac.run.serialization import POLICY_FILE
-    from shac.tools.transfer import markdown, plot, summarize, unresolved
+    from shac.tools.transfer import markdown, outside_wide, plot, summarize, unresolved
 
     report_path = p.out / "identify" / "sysid.json"
     need(report_path, "evaluate", "identify")
@@ -388,6 +400,7 @@ def evaluate(p: Plan) -> None:
         "nearby_models": p.nearby,
         "unresolved": unresolved(report, p.args.unresolved_std),
         "sysid_converged": report.get("converged"),
+        "outside_wide": outside_wide(report, p.wide),
     }
     (p.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     table = markdown(summary, p.args.seeds, len(p.nearby))

@@ -22,7 +22,16 @@ from shac.run.commands import evaluate_run
 from shac.run.real import check_real, load_real, real_env
 from shac.run.serialization import save_config, save_policy
 from shac.sysid.noise import MISFIT_LIMIT
-from shac.tools.transfer import POLICIES, narrow_ranges, nearby_models, summarize, unresolved, wide_ranges
+from shac.tools.transfer import (
+    POLICIES,
+    markdown,
+    narrow_ranges,
+    nearby_models,
+    outside_wide,
+    summarize,
+    unresolved,
+    wide_ranges,
+)
 from tests import tiny_configs
 from tests.conftest import ROOT
 
@@ -212,6 +221,26 @@ def test_wide_ranges_scale_the_centre_unless_given_and_refuse_a_centre_of_zero()
         wide_ranges(centres, [2.0, 0.5], {})
 
 
+def test_estimates_outside_their_wide_range_are_named_only_for_a_sound_fit():
+    wide = {"body:cart:mass": (0.5, 2.0), "body:pole:mass": (0.25, 1.0), "joint:hinge:frictionloss": (0.05, 0.2)}
+    report = sysid_report(body__cart__mass=0.01, body__pole__mass=0.01, joint__hinge__frictionloss=0.01)
+    report["parameters"]["body:cart:mass"]["estimate"] = 4.0
+    report["parameters"]["body:pole:mass"]["estimate"] = 1.0  # on the bound: inside
+    report["parameters"]["joint:hinge:frictionloss"]["estimate"] = 0.04
+    assert outside_wide(report, wide) == {
+        "body:cart:mass": {"estimate": 4.0, "wide": [0.5, 2.0]},
+        "joint:hinge:frictionloss": {"estimate": 0.04, "wide": [0.05, 0.2]},
+    }
+    assert outside_wide(report | {"converged": False}, wide) == {}
+    assert outside_wide(report | {"misfit": MISFIT_LIMIT * 2}, wide) == {}
+    summary = {"return_on_real": {}, "identified": {}, "outside_wide": outside_wide(report, wide)}
+    assert markdown(summary, 2, 4).endswith(
+        "Estimates outside their wide range (the wide policy never trained on them):\n"
+        "- `body:cart:mass`: 4, wide range [0.5, 2]\n"
+        "- `joint:hinge:frictionloss`: 0.04, wide range [0.05, 0.2]\n"
+    )
+
+
 def test_nearby_models_scale_each_value_by_a_lognormal_factor():
     real = {"body:pole:mass": 0.75, "actuator:force:gear": -50.0, "joint:hinge:damping": 0.0}
     models = nearby_models(real, 2000, 0.1, seed=3)
@@ -320,6 +349,7 @@ def test_a_tiny_loop_on_the_cartpole_ends_with_a_complete_summary_and_resumes_by
     assert set(summary["identified"]) == {"body:pole:mass", "joint:hinge:frictionloss"}
     for entry in summary["identified"].values():
         assert set(entry) == {"estimate", "ci95", "real", "covered"} and math.isfinite(entry["estimate"])
+    assert summary["outside_wide"] == {}  # the real pole and friction lie within their wide ranges
     assert (tmp_path / "summary.md").is_file() and (tmp_path / "summary.png").stat().st_size > 0
     for stage in ("record", "identify", "nominal", "narrow", "wide", "direct", "evaluate"):
         assert f"[transfer] {stage}: done in " in result.stdout

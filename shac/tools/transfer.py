@@ -51,6 +51,23 @@ def unresolved(report: Mapping, max_relative_std: float = UNRESOLVED_STD) -> lis
     return [key for key in model_keys(report) if not report["parameters"][key]["relative_std"] <= max_relative_std]
 
 
+def outside_wide(report: Mapping, wide: Mapping[str, Sequence[float]]) -> dict[str, dict]:
+    """The model parameters whose estimate in a sound sysid report lies outside its wide range: key ->
+    {"estimate", "wide": [low, high]}; none when the fit is not sound (its estimates say nothing).
+
+    A wide range set around a guess can miss the real system; the wide policy then never trains on it,
+    and the identified estimates are the evidence.
+    """
+    if report.get("converged") is False or report.get("misfit", 0.0) > MISFIT_LIMIT:
+        return {}
+    outside = {}
+    for key in model_keys(report):
+        estimate, (low, high) = report["parameters"][key]["estimate"], wide[key]
+        if not low <= estimate <= high:
+            outside[key] = {"estimate": estimate, "wide": [float(low), float(high)]}
+    return outside
+
+
 def wide_ranges(
     centres: Mapping[str, float], factor: Sequence[float], given: Mapping[str, Sequence[float]]
 ) -> dict[str, tuple[float, float]]:
@@ -172,6 +189,12 @@ def markdown(summary: Mapping, seeds: int, nearby: int) -> str:
         covered = "yes" if entry["covered"] else "no"
         interval = f"[{low:.6g}, {high:.6g}]"
         lines.append(f"| `{key}` | {entry['real']:.6g} | {entry['estimate']:.6g} | {interval} | {covered} |")
+    outside = summary.get("outside_wide", {})
+    if outside:
+        lines += ["", "Estimates outside their wide range (the wide policy never trained on them):"]
+        for key, entry in outside.items():
+            low, high = entry["wide"]
+            lines.append(f"- `{key}`: {entry['estimate']:.6g}, wide range [{low:.6g}, {high:.6g}]")
     return "\n".join(lines) + "\n"
 
 
