@@ -14,6 +14,18 @@ from shac.tools.benchmarks.learning import retime, train_ppo
 from tests.conftest import run_cli
 
 
+def benchmark_config(*overrides):
+    """`configs/benchmark.yaml` composed with `overrides` as launch/benchmark.py composes it."""
+    from hydra import compose, initialize_config_dir
+
+    from launch.benchmark import ROOT
+    from shac.run.hydra_config import to_config
+    from shac.tools.benchmarks.config import BenchmarkConfig
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        return to_config(compose("benchmark", overrides=list(overrides)), BenchmarkConfig)
+
+
 def test_clock_leaves_out_the_first_laps_compile_time():
     clock = BudgetClock(budget_s=16.0)
     clock.laps = [10.0, 6.0]
@@ -113,16 +125,10 @@ def test_each_peers_best_configuration_is_chosen_by_its_first_seeds_final_return
 
 
 def test_peer_configurations_compose_by_name_and_an_empty_peer_is_refused():
-    from hydra import compose, initialize_config_dir
-
-    from launch.benchmark import ROOT
     from shac.config import ConfigError
-    from shac.run.hydra_config import to_config
-    from shac.tools.benchmarks.config import BenchmarkConfig, validate_benchmark
+    from shac.tools.benchmarks.config import validate_benchmark
 
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
-        cfg = compose("benchmark", overrides=["env=cartpole_swingup", "ppo.lean.learning_rate=1e-3"])
-        config = to_config(cfg, BenchmarkConfig)
+    config = benchmark_config("env=cartpole_swingup", "ppo.lean.learning_rate=1e-3")
     assert list(config.ppo) == ["playground", "brax_example", "brax_example_clipped", "lean"]
     assert list(config.apg) == ["brax_defaults", "lean"]
     clipped, unclipped = config.ppo["brax_example_clipped"], config.ppo["brax_example"]
@@ -205,17 +211,7 @@ def test_throughput_measures_the_configs_own_point_with_the_epochs_parts_and_apg
 
 
 def test_the_throughput_presets_grids():
-    from hydra import compose, initialize_config_dir
-
-    from launch.benchmark import ROOT
-    from shac.run.hydra_config import to_config
-    from shac.tools.benchmarks.config import BenchmarkConfig
-
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
-        cpu, gpu = (
-            to_config(compose("benchmark", overrides=["suite=throughput", f"preset={p}"]), BenchmarkConfig).throughput
-            for p in ("cpu", "gpu")
-        )
+    cpu, gpu = (benchmark_config("suite=throughput", f"preset={p}").throughput for p in ("cpu", "gpu"))
     assert (cpu.envs, cpu.num_envs, cpu.horizons) == ((), (), ())  # the env's own defaults
     assert (gpu.envs, gpu.num_envs, gpu.horizons) == (("ant", "humanoid"), (4096,), (32,))
 
@@ -256,16 +252,11 @@ def test_gradient_profile_prints_times_and_the_largest_kernels(tmp_path):
 
 
 def test_the_playground_suite_composes_its_one_setting_and_peers_and_needs_env_playground():
-    from hydra import compose, initialize_config_dir
-
-    from launch.benchmark import ROOT
     from shac.config import ConfigError
-    from shac.run.hydra_config import to_config
-    from shac.tools.benchmarks.config import DM_CONTROL_SAMPLE, BenchmarkConfig, validate_benchmark
+    from shac.tools.benchmarks.config import DM_CONTROL_SAMPLE, validate_benchmark
 
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
-        config = to_config(compose("benchmark", overrides=["suite=playground", "env=playground"]), BenchmarkConfig)
-        other = to_config(compose("benchmark", overrides=["suite=playground"]), BenchmarkConfig)
+    config = benchmark_config("suite=playground", "env=playground")
+    other = benchmark_config("suite=playground")
     validate_benchmark(config)
     assert (config.algo.horizon, config.algo.num_critics, config.playground.tasks) == (16, 2, DM_CONTROL_SAMPLE)
     assert config.ppo["playground"].reward_scaling == 10.0  # Playground's own: its rewards are in [0, 1]
