@@ -336,9 +336,11 @@ def wide(p: Plan) -> None:
     if report_path.is_file():
         for key, entry in outside_wide(json.loads(report_path.read_text()), p.wide).items():
             low, high = entry["wide"]
+            below, above = entry["ci95"]
             print(
-                f"  warning: the sysid estimate of {key}, {entry['estimate']:.6g}, lies outside its wide range "
-                f"[{low:.6g}, {high:.6g}]: the wide policy will not train on the identified system "
+                f"  warning: the sysid estimate of {key}, {entry['estimate']:.6g} (95% interval [{below:.6g}, "
+                f"{above:.6g}]), lies outside its wide range [{low:.6g}, {high:.6g}]: the wide policy will not "
+                "train on the identified system "
                 f"(widen it with wide_ranges={{{key}: [low, high]}})",
                 flush=True,
             )

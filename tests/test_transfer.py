@@ -224,20 +224,23 @@ def test_wide_ranges_scale_the_centre_unless_given_and_refuse_a_centre_of_zero()
 def test_estimates_outside_their_wide_range_are_named_only_for_a_sound_fit():
     wide = {"body:cart:mass": (0.5, 2.0), "body:pole:mass": (0.25, 1.0), "joint:hinge:frictionloss": (0.05, 0.2)}
     report = sysid_report(body__cart__mass=0.01, body__pole__mass=0.01, joint__hinge__frictionloss=0.01)
-    report["parameters"]["body:cart:mass"]["estimate"] = 4.0
-    report["parameters"]["body:pole:mass"]["estimate"] = 1.0  # on the bound: inside
-    report["parameters"]["joint:hinge:frictionloss"]["estimate"] = 0.04
+    for key, estimate, ci95 in [
+        ("body:cart:mass", 4.0, [3.9, 4.1]),  # wholly above
+        ("body:pole:mass", 1.001, [0.998, 1.004]),  # just past the bound, its interval across it
+        ("joint:hinge:frictionloss", 0.04, [0.039, 0.041]),  # wholly below
+    ]:
+        report["parameters"][key] |= {"estimate": estimate, "ci95": ci95}
     assert outside_wide(report, wide) == {
-        "body:cart:mass": {"estimate": 4.0, "wide": [0.5, 2.0]},
-        "joint:hinge:frictionloss": {"estimate": 0.04, "wide": [0.05, 0.2]},
+        "body:cart:mass": {"estimate": 4.0, "ci95": [3.9, 4.1], "wide": [0.5, 2.0]},
+        "joint:hinge:frictionloss": {"estimate": 0.04, "ci95": [0.039, 0.041], "wide": [0.05, 0.2]},
     }
     assert outside_wide(report | {"converged": False}, wide) == {}
     assert outside_wide(report | {"misfit": MISFIT_LIMIT * 2}, wide) == {}
     summary = {"return_on_real": {}, "identified": {}, "outside_wide": outside_wide(report, wide)}
     assert markdown(summary, 2, 4).endswith(
-        "Estimates outside their wide range (the wide policy never trained on them):\n"
-        "- `body:cart:mass`: 4, wide range [0.5, 2]\n"
-        "- `joint:hinge:frictionloss`: 0.04, wide range [0.05, 0.2]\n"
+        "Estimates outside their wide range, 95% interval and all (the wide policy never trained on them):\n"
+        "- `body:cart:mass`: 4 [3.9, 4.1], wide range [0.5, 2]\n"
+        "- `joint:hinge:frictionloss`: 0.04 [0.039, 0.041], wide range [0.05, 0.2]\n"
     )
 
 

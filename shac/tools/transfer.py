@@ -52,8 +52,10 @@ def unresolved(report: Mapping, max_relative_std: float = UNRESOLVED_STD) -> lis
 
 
 def outside_wide(report: Mapping, wide: Mapping[str, Sequence[float]]) -> dict[str, dict]:
-    """The model parameters whose estimate in a sound sysid report lies outside its wide range: key ->
-    {"estimate", "wide": [low, high]}; none when the fit is not sound (its estimates say nothing).
+    """The model parameters of a sound sysid report whose 95% interval lies wholly outside the wide range:
+    key -> {"estimate", "ci95", "wide": [low, high]}; none when the fit is not sound (its estimates say
+    nothing). An estimate just past a bound with its interval across it is not named: the system may lie
+    within the range.
 
     A wide range set around a guess can miss the real system; the wide policy then never trains on it,
     and the identified estimates are the evidence.
@@ -62,9 +64,10 @@ def outside_wide(report: Mapping, wide: Mapping[str, Sequence[float]]) -> dict[s
         return {}
     outside = {}
     for key in model_keys(report):
-        estimate, (low, high) = report["parameters"][key]["estimate"], wide[key]
-        if not low <= estimate <= high:
-            outside[key] = {"estimate": estimate, "wide": [float(low), float(high)]}
+        entry, (low, high) = report["parameters"][key], wide[key]
+        below, above = entry["ci95"]
+        if above < low or below > high:
+            outside[key] = {"estimate": entry["estimate"], "ci95": [below, above], "wide": [float(low), float(high)]}
     return outside
 
 
@@ -191,10 +194,16 @@ def markdown(summary: Mapping, seeds: int, nearby: int) -> str:
         lines.append(f"| `{key}` | {entry['real']:.6g} | {entry['estimate']:.6g} | {interval} | {covered} |")
     outside = summary.get("outside_wide", {})
     if outside:
-        lines += ["", "Estimates outside their wide range (the wide policy never trained on them):"]
+        lines += [
+            "",
+            "Estimates outside their wide range, 95% interval and all (the wide policy never trained on them):",
+        ]
         for key, entry in outside.items():
             low, high = entry["wide"]
-            lines.append(f"- `{key}`: {entry['estimate']:.6g}, wide range [{low:.6g}, {high:.6g}]")
+            below, above = entry["ci95"]
+            lines.append(
+                f"- `{key}`: {entry['estimate']:.6g} [{below:.6g}, {above:.6g}], wide range [{low:.6g}, {high:.6g}]"
+            )
     return "\n".join(lines) + "\n"
 
 
