@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -607,6 +608,12 @@ def test_a_non_finite_information_matrix_gives_no_interval_and_no_error():
     assert not damping["reliable"] and not friction["reliable"]
     # without the NaN pair the two are independent: relative std 1 / sqrt(4 * 0.1^2) = 5 and 1 / sqrt(1e6 * 0.2^2)
     assert damping["relative_std"] == pytest.approx(5.0) and friction["relative_std"] == pytest.approx(0.005)
+    # a direction the data do not determine: an infinite error for the parameter along it, and no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = analyze((DAMPING, FRICTION), np.array([0.1, 0.2]), np.array([[4.0, 0.0], [0.0, 0.0]]))
+    assert report["parameters"][DAMPING]["relative_std"] == pytest.approx(5.0)
+    assert report["parameters"][FRICTION]["relative_std"] == np.inf
 
 
 def test_a_parameter_estimated_at_zero_is_judged_in_the_models_unit():

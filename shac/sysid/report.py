@@ -87,7 +87,7 @@ def analyze(
     determined = eigenvalues > SINGULAR_RTOL * max(eigenvalues.max(), 0.0)
     inverse = np.where(determined, 1.0 / np.where(determined, eigenvalues, 1.0), np.inf)
     share = eigenvectors**2  # share[i, k]: how much of direction k parameter i carries
-    variance = np.where(share > 1e-12, share * inverse[None], 0.0).sum(axis=1)
+    variance = np.multiply(share, inverse[None], out=np.zeros_like(share), where=share > 1e-12).sum(axis=1)
     relative_std = np.sqrt(variance)
 
     parameters = {}
