@@ -52,6 +52,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 from mujoco import mjx
+from scipy.stats import qmc
 
 from envs.physics.parameters import ModelParameter, parse_all, write_all
 from shac.sysid import least_squares, signals
@@ -790,8 +791,6 @@ def spread_starts(
     friction to match); the cost of a simulation from the measured states ranks the starts by how near
     the data they begin.
     """
-    from scipy.stats import qmc
-
     model = list(problem.model_indices)
     u = 2 * qmc.Sobol(len(model), scramble=True, seed=0).random_base2(max(int(np.ceil(np.log2(count))), 0))[:count] - 1
     starts = np.tile(np.asarray(values, np.float64), (len(u), 1))
