@@ -639,7 +639,7 @@ class FitResult:
         delay_restart: the delay (s) a second fit started from (`kink_restart`); None without one.
         floor_restart: the parameters a last fit started again from their initial values (`floor_restart`).
         misfit: how many times the noise the data show the residuals are (`shac.sysid.noise.misfit`).
-        spread_fits: fits run from spread starts (`spread_starts`) after the others did not converge.
+        spread_fits: fits run from spread starts (`spread_starts`) after the others were not `sound`.
         spread_start: [P] the spread start the kept fit began from; None if the kept fit is not one of them.
             After a restart `steps`, `seconds_per_jacobian` and `jacobians` count every fit; the other fields are
             the kept one's.
