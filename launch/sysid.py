@@ -242,16 +242,17 @@ def main(argv: list[str]) -> None:
             "fit with them back at their initial values was run and the fit of lower cost kept"
         )
     if result.spread_fits:
+        count = result.spread_fits
         kept = (
             "the one from [" + ", ".join(f"{v:.4g}" for v in result.spread_start) + "] kept"
             if result.spread_start is not None
             else "the first fit kept (of least cost)"
         )
         print(
-            f"the fit from the initial values was not sound (converged with residuals within {MISFIT_LIMIT:g} times "
-            f"the data's noise); {result.spread_fits} fit{'s' if result.spread_fits > 1 else ''} from spread starts "
-            f"(each parameter within "
-            f"{args.spread:g} times its initial value, the least-cost of {SPREAD_STARTS}) were run, {kept}"
+            f"the fit from the initial values was not sound (converged, with residuals within {MISFIT_LIMIT:g} times "
+            f"the data's noise); {count} fit{'s' if count > 1 else ''} from spread starts (each parameter within "
+            f"{args.spread:g} times its initial value, the least-cost of {SPREAD_STARTS}) "
+            f"{'were' if count > 1 else 'was'} run, {kept}"
         )
     motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)
     report = analyze(

@@ -545,7 +545,8 @@ def test_sysid_cli_fails_on_an_unconverged_fit_unless_allowed(tmp_path):
     assert allowed.returncode == 0 and "NOT CONVERGED" in allowed.stdout
     # with spread starts (the default) a start near the truth converges within the 2 steps
     spread = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "steps=2")
-    assert spread.returncode == 0 and "fits from spread starts (each parameter within 4 times" in spread.stdout
+    assert spread.returncode == 0 and "1 fit from spread starts (each parameter within 4 times" in spread.stdout
+    assert "the least-cost of 64) was run, the one from [" in spread.stdout
     report = json.loads((tmp_path / "out" / "sysid.json").read_text())
     assert report["converged"] is True and report["spread_fits"] >= 1 and report["misfit"] < 1.5
     assert report["parameters"][DAMPING]["estimate"] == pytest.approx(0.137, rel=0.02)
