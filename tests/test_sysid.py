@@ -358,11 +358,12 @@ def test_coverage_draws_each_datasets_delay_and_damping_and_fits_the_delay_withi
         assert d.converged and d.covered == [True, True] and d.fit_seconds > 0
         assert d.delay_error_ms == pytest.approx(1000 * abs(d.estimates[1] - delay)) and d.delay_error_ms < 1000 * d.dt
         assert d.delay_within_step is True and d.estimates[0] == pytest.approx(damping, rel=0.02)
+        assert d.misfit < 1.5 and d.spread_fits == 0  # sound from the model's values: no spread starts
     assert datasets[0].truth != datasets[1].truth  # each dataset is its own system
     # a fixed delay is that delay; the step limit reaches the fit and each of its spread fits
     fixed = delayed_coverage(2, 0.05, (0.02, 0.02), steps=2)
     assert fixed.truth == [pytest.approx(0.137), 0.02] and not fixed.converged
-    assert fixed.steps == 2 * (1 + fit_module.SPREAD_FITS)
+    assert fixed.steps == 2 * (1 + fit_module.SPREAD_FITS) and fixed.spread_fits == fit_module.SPREAD_FITS
     summary = coverage.summarize([*datasets, fixed], (DAMPING, DELAY))
     assert summary["all"][DELAY]["within_one_step"] == pytest.approx(2 / 3)  # the unconverged fit does not count
 

@@ -37,8 +37,8 @@ class Dataset:
         truth, estimates, std_errors: per parameter; `truth` is this dataset's true value.
         covered: per parameter, whether the fit converged and its 95% interval holds the truth.
         converged, steps: from the fit. fit_seconds: wall time of `fit` alone.
-        stalled, step_length, parameter_step_errors: from the fit (`shac.sysid.fit.FitResult`); None in
-            records made before they were kept.
+        stalled, step_length, parameter_step_errors, misfit, spread_fits: from the fit
+            (`shac.sysid.fit.FitResult`); None in records made before they were kept.
         delay_error_ms: |estimated - true delay| in ms, and delay_within_step: whether that is at
             most one sample spacing `dt`; both None without `signal:ctrl:delay` among the parameters.
     """
@@ -58,6 +58,8 @@ class Dataset:
     stalled: bool | None = None
     step_length: float | None = None
     parameter_step_errors: float | None = None
+    misfit: float | None = None
+    spread_fits: int | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,8 @@ def simulate_and_fit(
         stalled=result.stalled,
         step_length=result.step_length,
         parameter_step_errors=result.parameter_step_errors,
+        misfit=result.misfit,
+        spread_fits=result.spread_fits,
     )
 
 
