@@ -56,7 +56,7 @@ from scipy.stats import qmc
 
 from envs.physics.parameters import ModelParameter, parse_all, write_all
 from shac.sysid import least_squares, signals
-from shac.sysid.noise import MISFIT_LIMIT, NOISE_RTOL, initial_noise, misfit, reestimate_noise
+from shac.sysid.noise import NOISE_RTOL, initial_noise, misfit, reestimate_noise, sound_fit
 from shac.sysid.parameters import Bounds
 from shac.sysid.recording import SPACING_RTOL, Trajectory, simulate_mujoco
 
@@ -768,8 +768,8 @@ def fit(
 
 
 def sound(result: FitResult) -> bool:
-    """Converged, with residuals within `MISFIT_LIMIT` times the noise the data show (`FitResult.misfit`)."""
-    return result.converged and result.misfit <= MISFIT_LIMIT
+    """Converged, with residuals within `MISFIT_LIMIT` times the noise the data show (`shac.sysid.noise.sound_fit`)."""
+    return sound_fit(result.converged, result.misfit)
 
 
 def spread_starts(
@@ -808,8 +808,7 @@ def spread_starts(
 
 def _spread_kept(problem: Problem, first: FitResult, fits: list[FitResult], method: str) -> FitResult:
     """The first `sound` of `fits`, else the least-cost of `first` and `fits` (under the problem's initial
-    noise), with `steps`, `seconds_per_jacobian` and `jacobians` of
-    all and `first`'s record of the restarts before them."""
+    noise), counted as `_counting_all`."""
     if not fits:
         return first
     passed = [f for f in fits if sound(f)]
@@ -821,31 +820,28 @@ def _spread_kept(problem: Problem, first: FitResult, fits: list[FitResult], meth
         kept = everyone[
             int(np.argmin([weighted_cost(problem, r.values, r.start_states, weights, method) for r in everyone]))
         ]
-    return replace(
-        kept,
-        steps=first.steps + sum(f.steps for f in fits),
-        seconds_per_jacobian=float(np.mean([first.seconds_per_jacobian, *(f.seconds_per_jacobian for f in fits)])),
-        jacobians=first.jacobians + sum(f.jacobians for f in fits),
-        delay_start=first.delay_start,
-        delay_restart=first.delay_restart,
-        floor_restart=first.floor_restart,
-        spread_fits=len(fits),
-    )
+    return replace(_counting_all(kept, first, fits), spread_fits=len(fits))
 
 
 def _lower_cost(problem: Problem, first: FitResult, second: FitResult, method: str) -> FitResult:
-    """The fit of lower cost under `first`'s noise, with `steps`, `seconds_per_jacobian` and `jacobians` of both
-    and `first`'s record of the restarts before it."""
+    """The fit of lower cost under `first`'s noise, counted as `_counting_all`."""
     weights = 1.0 / np.atleast_2d(first.noise)
     costs = [weighted_cost(problem, r.values, r.start_states, weights, method) for r in (first, second)]
-    kept = second if costs[1] < costs[0] else first
+    return _counting_all(second if costs[1] < costs[0] else first, first, [second])
+
+
+def _counting_all(kept: FitResult, first: FitResult, later: list[FitResult]) -> FitResult:
+    """`kept` with `steps`, `seconds_per_jacobian` and `jacobians` of `first` and the `later` fits together, and
+    `first`'s record of the restarts before them."""
+    every = [first, *later]
     return replace(
         kept,
-        steps=first.steps + second.steps,
-        seconds_per_jacobian=float(np.mean([first.seconds_per_jacobian, second.seconds_per_jacobian])),
-        jacobians=first.jacobians + second.jacobians,
+        steps=sum(f.steps for f in every),
+        seconds_per_jacobian=float(np.mean([f.seconds_per_jacobian for f in every])),
+        jacobians=sum(f.jacobians for f in every),
         delay_start=first.delay_start,
         delay_restart=first.delay_restart,
+        floor_restart=first.floor_restart,
     )
 
 

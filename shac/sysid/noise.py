@@ -60,6 +60,12 @@ def misfit(residuals: np.ndarray, noise: np.ndarray, groups: np.ndarray, data_no
     return float(np.max(ratios))
 
 
+def sound_fit(converged: bool, misfit_ratio: float) -> bool:
+    """Whether a fit's estimates can be used: converged, with residuals within `MISFIT_LIMIT` times the noise
+    the data show (`misfit`)."""
+    return converged and misfit_ratio <= MISFIT_LIMIT
+
+
 def noise_floor(states: np.ndarray) -> np.ndarray:
     """[nx] the smallest noise level assumed: 1e-9 of each coordinate's magnitude, above float64 simulation error."""
     return 1e-9 * (1.0 + np.abs(states).max(axis=0))

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shac.config import RandomizationConfig, randomization_ranges
-from shac.sysid.noise import MISFIT_LIMIT
+from shac.sysid.noise import sound_fit
 
 POLICIES = {
     "nominal": "the nominal model",
@@ -34,6 +34,12 @@ def model_keys(report: Mapping) -> list[str]:
     return [key for key in report["parameters"] if not key.startswith("signal:")]
 
 
+def sound_report(report: Mapping) -> bool:
+    """Whether a sysid report's fit is sound (`shac.sysid.noise.sound_fit`); a report without `misfit` (made
+    before it was kept) is judged on convergence alone."""
+    return sound_fit(report.get("converged") is not False, report.get("misfit", 0.0))
+
+
 def unresolved(report: Mapping, max_relative_std: float = UNRESOLVED_STD) -> list[str]:
     """The model parameters of a sysid report that its data did not pin down.
 
@@ -46,7 +52,7 @@ def unresolved(report: Mapping, max_relative_std: float = UNRESOLVED_STD) -> lis
         data's noise (`shac.sysid.noise.misfit`), else those whose relative standard error exceeds
         `max_relative_std` (or is not finite).
     """
-    if report.get("converged") is False or report.get("misfit", 0.0) > MISFIT_LIMIT:
+    if not sound_report(report):
         return model_keys(report)
     return [key for key in model_keys(report) if not report["parameters"][key]["relative_std"] <= max_relative_std]
 
@@ -60,7 +66,7 @@ def outside_wide(report: Mapping, wide: Mapping[str, Sequence[float]]) -> dict[s
     A wide range set around a guess can miss the real system; the wide policy then never trains on it,
     and the identified estimates are the evidence.
     """
-    if report.get("converged") is False or report.get("misfit", 0.0) > MISFIT_LIMIT:
+    if not sound_report(report):
         return {}
     outside = {}
     for key in model_keys(report):
