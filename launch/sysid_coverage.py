@@ -11,7 +11,8 @@ of the 95% intervals, the median relative error (for the delay: the median error
 in ms and how often it is within one sample spacing) and the median fit time,
 overall and per sampling rate, and writes them with every dataset's fit to `out`
 (JSON). `extend=<earlier out>` continues an earlier run of the same arguments: its datasets are
-kept and the new ones start at the next index, so a long benchmark can be run in parts. Bad
+kept and the new ones start at the next index, so a long benchmark can be run in parts; with
+`datasets=` its own count it fits nothing and summarizes its datasets again by today's rules. Bad
 arguments stop with one line before anything compiles.
 """
 
@@ -84,8 +85,8 @@ def earlier_run(args: CoverageArgs) -> dict:
     for key, value in asdict(args).items():
         if key not in EXTEND_FREE and earlier_args.get(key) != value:
             sys.exit(f"error: extend={args.extend} was made with {key}={earlier_args.get(key)}, not {value}")
-    if done >= args.datasets:
-        sys.exit(f"error: extend={args.extend} already has {done} datasets; ask for more (datasets={done + 1} or more)")
+    if done > args.datasets:
+        sys.exit(f"error: extend={args.extend} already has {done} datasets; ask for {done} (summarize) or more")
     return record
 
 
@@ -204,6 +205,10 @@ def main(argv: list[str]) -> None:
             record |= {"summary": coverage.summarize(datasets, keys), "datasets": [asdict(d) for d in datasets]}
             Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     summary = coverage.summarize(datasets, keys)
+    if args.out and len(datasets) == len(earlier.get("datasets", [])):  # nothing fitted: the summary again
+        record = {"command": commands[-1], "commands": commands, "args": asdict(args)}
+        record |= {"summary": summary, "datasets": earlier["datasets"]}
+        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     for group, stats in summary.items():
         parts = []
         for key in keys:
@@ -214,7 +219,8 @@ def main(argv: list[str]) -> None:
             else:
                 parts.append(f"{head}{100 * stats[key]['median_relative_error']:.3f}%")
         converged = f"{stats['converged']}/{stats['datasets']} converged (median {stats['median_steps']:g} steps)"
-        print(f"{group}: {converged}; median fit {stats['median_fit_seconds']:.3g} s; {'; '.join(parts)}")
+        covered = f"{stats['intervals_covered']} of {stats['intervals']} intervals cover"
+        print(f"{group}: {converged}; {covered}; median fit {stats['median_fit_seconds']:.3g} s; {'; '.join(parts)}")
     print(f"{time.perf_counter() - start:.0f} s")
     if args.out:
         print(f"wrote {args.out}")

@@ -390,6 +390,16 @@ def test_summary_judges_each_dataset_against_its_own_truth():
     assert every[DELAY]["coverage"] == pytest.approx(2 / 3) and "median_relative_error" not in every[DELAY]
     assert every["median_fit_seconds"] == 4.0 and summary["dt=0.01"]["median_fit_seconds"] == 2.0
     assert every["converged"] == 2 and slow["datasets"] == 2
+    assert (every["intervals_covered"], every["intervals"]) == (4, 6)
+    # a record whose unbounded interval was counted as covering (before that rule) no longer counts
+    unbounded = coverage.Dataset(**{**asdict(datasets[0]), "std_errors": [np.inf, 0.001]})
+    assert coverage.summarize([unbounded], (DAMPING, DELAY))["all"]["intervals_covered"] == 1
+
+
+def test_an_interval_covers_when_the_fit_is_sound_and_the_interval_bounded_around_the_truth():
+    lower, upper, truth = np.array([0.9, 0.0, 1.5, 0.0]), np.array([1.1, np.inf, 2.5, 3.0]), np.ones(4)
+    assert coverage.interval_covers(True, lower, upper, truth).tolist() == [True, False, False, True]
+    assert not coverage.interval_covers(False, lower, upper, truth).any()
 
 
 @pytest.mark.parametrize(
@@ -435,6 +445,12 @@ def test_a_coverage_run_extended_keeps_its_datasets_and_continues_at_the_next(tm
         assert extended["datasets"][1][key] == whole["datasets"][1][key]
     assert extended["summary"]["all"]["datasets"] == 2 and extended["commands"][0] == first["command"]
     assert extended["command"] == extended["commands"][1] and "extend=" in extended["command"]
+    # as many datasets as it has: nothing is fitted, the datasets are summarized again and kept as written
+    again = tmp_path / "again.json"
+    assert run_coverage("datasets=2", f"out={again}", f"extend={tmp_path / 'extended.json'}").returncode == 0
+    again = json.loads(again.read_text())
+    assert again["datasets"] == extended["datasets"] and again["summary"] == extended["summary"]
+    assert len(again["commands"]) == 3 and again["summary"]["all"]["intervals"] == 2
 
 
 def test_a_coverage_run_extends_only_a_run_of_the_same_arguments(tmp_path):
@@ -447,8 +463,8 @@ def test_a_coverage_run_extends_only_a_run_of_the_same_arguments(tmp_path):
     broken.write_text("{")
     cases = [
         ([f"extend={earlier}", "seed=0"], f"error: extend={earlier} was made with seed=1, not 0"),
-        ([f"extend={earlier}", "seed=1", "datasets=2"],
-         f"error: extend={earlier} already has 2 datasets; ask for more (datasets=3 or more)"),
+        ([f"extend={earlier}", "seed=1", "datasets=1"],
+         f"error: extend={earlier} already has 2 datasets; ask for 2 (summarize) or more"),
     ]  # fmt: skip
     for args, message in cases:
         with pytest.raises(SystemExit) as exit_:

@@ -34,7 +34,7 @@ def test_both_tools_recover_damping_on_a_short_recording(method):
 
 
 def test_coverage_arithmetic():
-    """Covered: converged and the interval holds the truth; the summary's medians and fractions by hand."""
+    """Covered: converged, the interval bounded and holding the truth; the summary's medians and fractions by hand."""
     truth = [1.0, 2.0]
     fits = [
         versus_mujoco.scored([1.1, 2.0], [0.9, 1.9], [1.2, 2.1], truth, True, "ok", 3, 1.0),  # both covered
@@ -42,6 +42,8 @@ def test_coverage_arithmetic():
         versus_mujoco.scored([1.0, 2.0], [0.0, 1.0], [2.0, 3.0], truth, False, "limit", 9, 4.0),  # not converged
     ]
     assert [f.covered for f in fits] == [[True, True], [False, False], [False, False]]
+    unbounded = versus_mujoco.scored([1.0, 2.0], [0.0, -float("inf")], [float("inf")] * 2, truth, True, "ok", 3, 1.0)
+    assert unbounded.covered == [False, False]  # an interval that does not end says nothing
     assert fits[1].relative_errors == pytest.approx([0.5, 0.1])
     both = [dict.fromkeys(versus_mujoco.TOOLS, f) for f in fits]
     comparisons = [versus_mujoco.Comparison(0.01, 1e-3, 1e-2, truth, fit) for fit in both]

@@ -6,8 +6,9 @@ one of several sampling rates (in turn), with Gaussian measurement noise of a
 random level, and fitted from the model's initial guesses. Optionally each dataset
 has its own true system: the model parameters spread log-uniformly around the
 true model's (`spread`), and a control delay drawn from a range, fitted as
-`signal:ctrl:delay`. Coverage is the fraction of datasets whose fit converged and
-whose 95% interval contains the true value; honest intervals give about 95%.
+`signal:ctrl:delay`. Coverage is the fraction of datasets whose fit is sound (converged, residuals
+at the noise: `shac.sysid.noise.sound_fit`) and whose 95% interval is bounded and contains the
+true value; honest intervals give about 95%.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import mujoco
 import numpy as np
 
 from envs.physics.parameters import ModelParameter
-from shac.sysid import signals
+from shac.sysid import noise, signals
 from shac.sysid.fit import Problem, fit
 from shac.sysid.recording import Trajectory, random_excitation, record
 from shac.sysid.report import analyze
@@ -35,7 +36,8 @@ class Dataset:
     Attributes:
         dt: sample spacing (s). qpos_noise, qvel_noise: the noise simulated.
         truth, estimates, std_errors: per parameter; `truth` is this dataset's true value.
-        covered: per parameter, whether the fit converged and its 95% interval holds the truth.
+        covered: per parameter, whether the fit is sound and its 95% interval is bounded and holds the
+            truth (`interval_covers`).
         converged, steps: from the fit. fit_seconds: wall time of `fit` alone.
         stalled, step_length, parameter_step_errors, misfit, spread_fits: from the fit
             (`shac.sysid.fit.FitResult`); None in records made before they were kept.
@@ -156,7 +158,8 @@ def simulate_and_fit(
         keys, result.values, result.information, result.converged, units=problem.report_units(result.values)
     )
     entries = [report["parameters"][key] for key in keys]
-    covered = [e["reliable"] and e["ci95"][0] <= t <= e["ci95"][1] for e, t in zip(entries, truth, strict=True)]
+    lower, upper = np.array([e["ci95"] for e in entries]).T
+    covered = interval_covers(noise.sound_fit(result.converged, result.misfit), lower, upper, np.array(truth))
     delay_error = abs(entries[keys.index(signals.DELAY)]["estimate"] - true_delay) if fitted_delay else None
     return Dataset(
         dt=dt,
@@ -179,25 +182,37 @@ def simulate_and_fit(
     )
 
 
+def interval_covers(sound: bool, lower: np.ndarray, upper: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """[P] bool: the fit is sound and each 95% interval [lower, upper] is bounded and holds the truth.
+
+    An unbounded interval (a direction the data do not determine) says nothing and never counts as covering.
+    """
+    bounded = np.isfinite(lower) & np.isfinite(upper)
+    return sound & bounded & (lower <= truth) & (truth <= upper)
+
+
 def summarize(datasets: list[Dataset], keys: tuple[str, ...]) -> dict:
     """Coverage, errors against each dataset's truth, convergence and fit time, overall and per sampling rate.
 
     Returns:
         {"all": {...}, "dt=<rate>": {...}} where each holds `datasets`, `converged`,
-        `median_steps`, `median_fit_seconds`, and per key `coverage` and, for a model
-        parameter, `median_relative_error`; for `signal:ctrl:delay`, `median_error_ms` and
+        `median_steps`, `median_fit_seconds`, `intervals_covered` of `intervals`, and per key
+        `coverage` and, for a model parameter, `median_relative_error`; for `signal:ctrl:delay`, `median_error_ms` and
         `within_one_step`, the fraction of datasets whose fit converged with the delay
         within one sample spacing of the truth.
     """
 
     def stats(group: list[Dataset]) -> dict:
         truth, estimates = np.array([d.truth for d in group]), np.array([d.estimates for d in group])
-        covered = np.array([d.covered for d in group])
+        # records made before unbounded intervals stopped counting as covering: their std_error is inf
+        covered = np.array([d.covered for d in group]) & np.isfinite([d.std_errors for d in group])
         summary = {
             "datasets": len(group),
             "converged": int(sum(d.converged for d in group)),
             "median_steps": float(np.median([d.steps for d in group])),
             "median_fit_seconds": float(np.median([d.fit_seconds for d in group])),
+            "intervals_covered": int(covered.sum()),
+            "intervals": int(covered.size),
         }
         for i, key in enumerate(keys):
             summary[key] = {"coverage": float(covered[:, i].mean())}

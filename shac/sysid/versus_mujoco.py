@@ -14,7 +14,8 @@ and fitted twice from the same initial guesses within the same bounds:
   `ModelParameter.write_mj` as ours (through `build_residual_fn`'s `build_model`), so every model
   parameter means the same in both; both read a command as held until the next sample.
 
-An interval covers when its fit converged and it holds the true value (as in the coverage benchmark).
+An interval covers when its fit converged and it is bounded and holds the true value (as in the coverage benchmark,
+which also asks that its own fits be sound).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def check_keys(keys: tuple[str, ...]) -> None:
 def scored(estimates, lower, upper, truth, converged: bool, status: str, steps: int, seconds: float) -> ToolFit:
     """A ToolFit from the estimates, the 95% interval ends and the true values (each float [P])."""
     estimates, lower, upper, truth = (np.asarray(a, np.float64) for a in (estimates, lower, upper, truth))
-    covered = converged & (lower <= truth) & (truth <= upper)
+    covered = coverage.interval_covers(converged, lower, upper, truth)
     return ToolFit(
         estimates=estimates.tolist(),
         ci95=np.stack([lower, upper], axis=-1).tolist(),
