@@ -25,7 +25,7 @@ from launch.record_trajectory import RecordArgs, controls, simulate, start_state
 from shac.sysid import coverage
 from shac.sysid import fit as fit_module
 from shac.sysid.fit import Problem, fit
-from shac.sysid.noise import misfit
+from shac.sysid.noise import initial_noise, misfit
 from shac.sysid.parameters import LOG_FLOOR, Bounds
 from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
 from shac.sysid.report import analyze, recorded_motion, summary_lines
@@ -288,7 +288,7 @@ def test_a_fit_stopped_at_its_step_limit_is_not_converged():
     assert lines[1].endswith("(unreliable: not converged)") and report["parameters"][DAMPING]["reliable"] is False
     assert not any(line.startswith("MISFIT") for line in lines)
     lines = summary_lines(report | {"misfit": 160.4})
-    assert lines[1].startswith("MISFIT: the residuals are 160 times the noise the data show (third differences)")
+    assert lines[1].startswith("MISFIT: the residuals are 160 times the noise the data show: the model does not")
 
 
 def test_problem_rejects_data_that_cannot_hold_one_segment_and_reports_gaps():
@@ -725,6 +725,14 @@ def test_misfit_is_the_largest_ratio_of_residual_rms_to_the_datas_noise():
     data_noise = np.array([[0.5, 4.0], [1.0, 1.0]])
     # recording 0: rms 1 * 0.5 / 0.5 = 1 and 2 * 1 / 4 = 0.5; recording 1: rms 3 * 2 / 1 = 6 and 0
     assert misfit(residuals, noise, np.array([0, 1, 0]), data_noise) == pytest.approx(6.0)
+
+
+def test_misfit_compares_with_the_noise_given_else_with_the_third_differences():
+    data = random_recording(0.05, seed=1)
+    estimated = Problem(PENDULUM.mj_model, [DAMPING], data)
+    np.testing.assert_array_equal(estimated.data_noise, initial_noise(data)[None])
+    given = Problem(PENDULUM.mj_model, [DAMPING], data, noise=(2e-3, 3e-2))  # a sensor's stated noise
+    np.testing.assert_array_equal(given.data_noise, [[2e-3, 3e-2]])
 
 
 def heavy_cart_fit(seconds, **kwargs):

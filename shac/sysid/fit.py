@@ -184,6 +184,8 @@ class Problem:
         single: a Trajectory was given rather than a sequence (`FitResult.noise` follows it).
         segment_recording: int [S] the recording of each segment.
         noise: [K, nx] the initial (or given) noise standard deviations per recording, qpos then qvel.
+        data_noise: [K, nx] the noise the data show, which `FitResult.misfit` compares the residuals with: the
+            given noise, else the third-difference estimate (`shac.sysid.noise.initial_noise`).
 
     Raises:
         ValueError: unusable data or settings, in one line.
@@ -255,8 +257,8 @@ class Problem:
                 "segment_seconds"
             )
         self.nq, self.nv = mj_model.nq, mj_model.nv
-        self.data_noise = np.stack([initial_noise(t) for t in self.trajectories])  # [K, nx]
         if noise is None:
+            self.data_noise = np.stack([initial_noise(t) for t in self.trajectories])  # [K, nx]
             self.noise, self.noise_given = self.data_noise.copy(), False
         else:
             qpos_noise = np.broadcast_to(np.asarray(noise[0], np.float64), (self.nq,))
@@ -265,6 +267,8 @@ class Problem:
             if not (given_noise > 0).all():
                 raise ValueError(f"noise standard deviations must be > 0, got {given_noise.tolist()}")
             self.noise, self.noise_given = np.tile(given_noise, (len(self.trajectories), 1)), True
+            # a sensor's stated noise, where third differences would not see it (filtered or quantized signals)
+            self.data_noise = self.noise.copy()
         with jax.enable_x64(True):
             self.mjx_model = mjx.put_model(mj_model, impl="jax")
 

@@ -545,9 +545,11 @@ def summary_lines(report: dict) -> list[str]:
         ]
     if report.get("misfit", 0.0) > MISFIT_LIMIT:
         lines.append(
-            f"MISFIT: the residuals are {report['misfit']:.3g} times the noise the data show (third differences): "
-            "the model does not explain the recordings (a wrong minimum, or physics the model lacks), and the "
-            "intervals below, which assume it does, are too narrow"
+            f"MISFIT: the residuals are {report['misfit']:.3g} times the noise the data show: the model does not "
+            "explain the recordings (a wrong minimum, or physics the model lacks) or their noise is not white "
+            "(filtered or quantized signals hide it from the third differences this compares with: give the "
+            "sensors' noise, qpos_noise= and qvel_noise=), and the intervals below, which assume white noise "
+            "the model explains, are too narrow"
         )
     for key, entry in report["parameters"].items():
         low, high = entry["ci95"]
