@@ -194,6 +194,9 @@ class AlgoConfig:
     """SAPO's options."""
     normalize_obs: bool = True
     """Normalise observations with running statistics (frozen within a window)."""
+    critic_warmup_epochs: int = 0
+    """Epochs at the start that fit only the critic: the actor's gradient is computed and logged but not applied
+    (`actor/frozen` 1), so its first updates follow a critic fitted to the initial policy's returns."""
     action_mean_penalty: float = 0.0
     """c >= 0: the actor loss adds c * mean(mu^2) over the window, mu the policy's mean before the tanh
     squash, so the policy stays out of saturation, where tanh (and joints pressed into their limits)
@@ -268,7 +271,12 @@ class AlgoConfig:
             _check(0.0 <= beta < 1.0, f"{name} must be in [0, 1), got {beta}")
         for name, widths in {"algo.actor_hidden": self.actor_hidden, "algo.critic_hidden": self.critic_hidden}.items():
             _check(all(w > 0 for w in widths), f"{name} widths must be > 0, got {list(widths)}")
-        _check_non_negative({"algo.action_mean_penalty": self.action_mean_penalty})
+        _check_non_negative(
+            {
+                "algo.action_mean_penalty": self.action_mean_penalty,
+                "algo.critic_warmup_epochs": self.critic_warmup_epochs,
+            }
+        )
         _check(
             self.remat_every >= 0 and (self.remat_every == 0 or self.horizon % self.remat_every == 0),
             f"algo.remat_every={self.remat_every} must be 0 (off) or divide algo.horizon={self.horizon}",

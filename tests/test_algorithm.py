@@ -42,13 +42,30 @@ def test_epoch_bookkeeping_and_target_update():
     # episodes of 3 steps in a 4-step window: every env finished exactly one
     assert metrics["train/episodes"] == 4
     assert metrics["resets/truncated"] == 4
-    assert metrics["actor/skipped"] == 0
+    assert metrics["actor/skipped"] == 0 and metrics["actor/frozen"] == 0
     assert metrics["physics/contact_fraction"] == 0.0  # no MJX state, no contacts
     assert metrics["actor/state_grad_growth"] > 0.0
     assert all(np.isfinite(v) for v in metrics.values())
     assert any(
         not np.allclose(a, b) for a, b in zip(leaves(state.actor_params), leaves(new_state.actor_params), strict=True)
     )
+
+
+def test_a_critic_warmup_fits_only_the_critic_for_its_epochs():
+    shac = Shac(dataclasses.replace(CONFIG, critic_warmup_epochs=2), LineEnv(episode_length=3))
+    epoch, states, frozen = jax.jit(shac.epoch), [shac.init(jax.random.key(0))], []
+    for _ in range(3):
+        state, metrics = epoch(states[-1])
+        states.append(state)
+        frozen.append(float(metrics["actor/frozen"]))
+    assert frozen == [1.0, 1.0, 0.0]
+
+    def moved(name, k):  # whether epoch k (from 0) changed the params `name`
+        pairs = zip(leaves(getattr(states[k], name)), leaves(getattr(states[k + 1], name)), strict=True)
+        return any(not np.array_equal(a, b) for a, b in pairs)
+
+    assert [moved("actor_params", k) for k in range(3)] == [False, False, True]
+    assert all(moved("critic_params", k) for k in range(3))
 
 
 def test_nonfinite_gradient_skips_the_update_and_is_counted():

@@ -340,9 +340,10 @@ class Shac:
         )
         grad_norm = optax.global_norm(grads)
         actor_finite = jnp.isfinite(grad_norm)
+        frozen = state.epoch < config.critic_warmup_epochs  # the critic's warm-up: no actor update yet
         updates, actor_opt_state = self.actor_optimizer.update(grads, state.actor_opt_state, state.actor_params)
         actor_params, actor_opt_state = _select(
-            actor_finite,
+            actor_finite & ~frozen,
             (optax.apply_updates(state.actor_params, updates), actor_opt_state),
             (state.actor_params, state.actor_opt_state),
         )
@@ -381,6 +382,7 @@ class Shac:
             "actor/grad_norm": grad_norm,
             "actor/clipped": (grad_norm > config.actor_grad_norm).astype(jnp.float32),
             "actor/skipped": (~actor_finite).astype(jnp.float32),
+            "actor/frozen": frozen.astype(jnp.float32),
             "actor/lr": self.actor_lr(state.epoch),
             "actor/std": jnp.exp(log_std).mean(),
             "actor/saturation": self.saturation(state.actor_params, window.obs, window.active),
