@@ -161,6 +161,14 @@ def main(argv: list[str]) -> None:
     ]
     if datasets:
         print(f"kept the {len(datasets)} datasets of {args.extend}")
+
+    def save() -> None:
+        record = {"command": commands[-1], "commands": commands, "args": asdict(args)}
+        record |= {"summary": coverage.summarize(datasets, keys), "datasets": [asdict(d) for d in datasets]}
+        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+
+    if args.out and len(datasets) == args.datasets:  # nothing to fit: the kept datasets summarized again
+        save()
     for k in range(len(datasets), args.datasets):
         rng = np.random.default_rng([args.seed, k])
         dataset = coverage.simulate_and_fit(
@@ -201,14 +209,8 @@ def main(argv: list[str]) -> None:
             )
         print(line, flush=True)
         if args.out:  # after every dataset: a long benchmark stopped early keeps what it measured
-            record = {"command": commands[-1], "commands": commands, "args": asdict(args)}
-            record |= {"summary": coverage.summarize(datasets, keys), "datasets": [asdict(d) for d in datasets]}
-            Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+            save()
     summary = coverage.summarize(datasets, keys)
-    if args.out and len(datasets) == len(earlier.get("datasets", [])):  # nothing fitted: the summary again
-        record = {"command": commands[-1], "commands": commands, "args": asdict(args)}
-        record |= {"summary": summary, "datasets": earlier["datasets"]}
-        Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     for group, stats in summary.items():
         parts = []
         for key in keys:
