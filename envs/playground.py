@@ -245,7 +245,7 @@ class PlaygroundEnv(MjxEnv):
     def reset(self, rng: jax.Array) -> State:
         """A fresh episode from Playground's reset (and this episode's model parameters, if randomised)."""
         rng, info = self._sample_model_params(rng)
-        inner = self._playground_env(info).reset(rng)
+        inner = playground_with_model(self.playground_env, self._model_with(info)).reset(rng)
         zero = jnp.zeros(())
         return State(
             pipeline_state=inner.data,
@@ -338,29 +338,20 @@ class PlaygroundEnv(MjxEnv):
 
         return playground_tolerance_wrapped(_playground(), wrap)
 
-    def _playground_env(self, info: Mapping[str, Any]) -> Any:
-        """The Playground environment that simulates an episode with `info`'s model parameters."""
-        if not self.randomized:
-            return self.playground_env
-        return playground_with_model(self.playground_env, self._model_with(info))
-
     def _step_function(self, info: Mapping[str, Any]) -> Callable[[Any, jax.Array], Any]:
-        """Playground's step for an episode with `info`, contacts as `self.smoothing` says."""
-        physical = self._playground_env(info)
+        """Playground's step for an episode with `info` (its model parameters, if randomised), contacts as
+        `self.smoothing` says."""
+        model = self._model_with(info)
 
-        def traced(env: Any) -> Callable[[Any, jax.Array], Any]:
-            def step(inner: Any, action: jax.Array) -> Any:
-                with contractions(), mjx_linesearch_step_held(), self._tolerance():
-                    return env.step(inner, action)
-
-            return step
+        def step(model: mjx.Model, inner: Any, action: jax.Array) -> Any:
+            with contractions(), mjx_linesearch_step_held(), self._tolerance():
+                return playground_with_model(self.playground_env, model).step(inner, action)
 
         if self.smoothing.mode == "none":
-            return traced(physical)
-        soft = traced(playground_with_model(physical, self.smoothing.soften(physical.mjx_model)))
+            return functools.partial(step, model)
         if self.smoothing.mode == "soft":
-            return soft
-        return _straight_through(traced(physical), soft)
+            return functools.partial(step, self.smoothing.soften(model))
+        return functools.partial(_straight_through, step, self.smoothing.soften, model)
 
 
 def safe_tolerance(
@@ -421,22 +412,28 @@ def _from_key_data(is_key: bool, x: jax.Array) -> jax.Array:
     return jax.random.wrap_key_data(x) if is_key else x
 
 
-def _straight_through(physical: Callable, soft: Callable) -> Callable:
-    """`physical(state, action)`, differentiated as `soft(state, action)`."""
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _straight_through(step: Callable, soften: Callable, model: mjx.Model, inner: Any, action: jax.Array) -> Any:
+    """`step(model, inner, action)`, differentiated as `step(soften(model), inner, action)`.
 
-    @jax.custom_vjp
-    def step(inner, action):
-        return physical(inner, action)
+    The model is an argument rather than a closure: a custom VJP's backward pass
+    cannot close over values traced outside it (a randomised model, or the
+    softened one computed under `jit`), which MJX's contact code then meets as
+    constants.
+    """
+    return step(model, inner, action)
 
-    def forward(inner, action):
-        return physical(inner, action), (inner, action)
 
-    def backward(inputs, cotangent):
-        _, pullback = jax.vjp(soft, *inputs)
-        return pullback(cotangent)
+def _straight_through_forward(step, soften, model, inner, action):
+    return step(model, inner, action), (model, inner, action)
 
-    step.defvjp(forward, backward)
-    return step
+
+def _straight_through_backward(step, soften, inputs, cotangent):
+    _, pullback = jax.vjp(lambda m, i, a: step(soften(m), i, a), *inputs)
+    return pullback(cotangent)
+
+
+_straight_through.defvjp(_straight_through_forward, _straight_through_backward)
 
 
 def _make_differentiable(mj_model: mujoco.MjModel) -> list[str]:

@@ -130,6 +130,31 @@ def test_straight_through_smoothing_keeps_playground_forward_values(cartpole):
     np.testing.assert_allclose(run(smoothed, actions).obs, run(cartpole, actions).obs, rtol=1e-6)
 
 
+def test_straight_through_differentiates_a_randomised_model_under_vmap():
+    """The pattern of `launch/diagnose.py`: per-seed vjps under `vmap`, their pullbacks vmapped too. (The
+    pendulum's reward is flat where it starts, so the hinge's speed is differentiated.) The pendulum has
+    no contacts to soften, so its straight-through derivative is exactly the physical one."""
+    randomization = {"joint:hinge:damping": (0.05, 0.2)}
+
+    def jacobians(mode):
+        env = envs.make(PENDULUM, episode_length=STEPS, smoothing=Smoothing(mode=mode), randomization=randomization)
+
+        def per_seed(key):
+            state = env.reset(key)
+
+            def speeds(actions):
+                return rollout(env, actions, state).pipeline_state.qvel[:, 0]
+
+            _, pullback = jax.vjp(speeds, jnp.full((STEPS, 1), 0.3))
+            return jax.vmap(pullback)(jnp.eye(STEPS))[0]  # [STEPS, STEPS, 1]: d speed_t / d action_s
+
+        return jax.jit(jax.vmap(per_seed))(jax.random.split(jax.random.key(0), 2))
+
+    physical, straight = jacobians("none"), jacobians("straight_through")
+    assert np.isfinite(straight).all() and np.abs(straight).max() > 0
+    np.testing.assert_allclose(straight, physical, rtol=1e-5, atol=1e-7)
+
+
 def test_randomised_damping_reaches_playground_step():
     def fall(damping):
         env = envs.make(PENDULUM, randomization={"joint:hinge:damping": (damping, damping * 1.0001)})
