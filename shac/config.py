@@ -306,7 +306,8 @@ class RandomizationConfig:
         if self.mode == "uniform":
             _check(
                 bool(self.ranges),
-                "randomization.mode=uniform needs randomization.ranges, e.g. {joint:hinge:damping: [0.02, 0.08]}",
+                "randomization.mode=uniform needs randomization.ranges, e.g. "
+                "'++randomization.ranges={joint\\:hinge\\:damping:[0.02,0.08]}' on the command line",
             )
             for key, bounds in self.ranges.items():
                 _check(len(bounds) == 2, f"randomization.ranges['{key}'] must be [low, high], got {list(bounds)}")
