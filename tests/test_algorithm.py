@@ -115,8 +115,22 @@ def test_actor_initial_log_std():
     np.testing.assert_allclose(log_std, -1.0)
 
 
-def test_epoch_returns_the_types_it_takes_so_it_compiles_once():
-    shac = Shac(CONFIG, LineEnv())
+class WeaklyTypedLineEnv(LineEnv):
+    """`LineEnv` whose reset and step return weakly typed leaves, as `jnp.array(0.0)` and Python floats make
+    them (MuJoCo Playground's CheetahRun resets `data.time` so)."""
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        return state.replace(pipeline_state=(jnp.array(self.start), jnp.array(0.0)), reward=jnp.array(0.0))
+
+    def step(self, state, action):
+        state = super().step(state, action)
+        return state.replace(reward=jnp.array(1.0))
+
+
+@pytest.mark.parametrize("env", [LineEnv(), WeaklyTypedLineEnv()], ids=["strong", "weak"])
+def test_epoch_returns_the_types_it_takes_so_it_compiles_once(env):
+    shac = Shac(CONFIG, env)
     state = shac.init(jax.random.key(0))
     new_state = jax.eval_shape(shac.epoch, state)[0]
     for old, new in zip(jax.tree.leaves(state), jax.tree.leaves(new_state), strict=True):

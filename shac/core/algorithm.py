@@ -132,7 +132,7 @@ class Shac:
             actor_opt_state=self.actor_optimizer.init(actor_params),
             critic_opt_state=self.critic_optimizer.init(critic_params),
             normalizer=RunningStatistics.create(obs_dim),
-            env_state=jax.vmap(self.env.reset)(jax.random.split(env_key, n)),
+            env_state=strongly_typed(jax.vmap(self.env.reset)(jax.random.split(env_key, n))),
             episodes=EpisodeStats.create(n),
             key=key,
             epoch=jnp.zeros((), jnp.int32),
@@ -367,7 +367,7 @@ class Shac:
             actor_opt_state=actor_opt_state,
             critic_opt_state=critic_opt_state,
             normalizer=normalizer,
-            env_state=env_state,
+            env_state=strongly_typed(env_state),
             episodes=episodes,
             key=key,
             epoch=state.epoch + 1,
@@ -406,6 +406,12 @@ class Shac:
             **algo_metrics,
         }
         return new_state, metrics
+
+
+def strongly_typed(tree):
+    """`tree` with its weakly typed leaves (`jnp.array(0.0)`, a Python float in an env's reset) given
+    their dtype strongly, so the epoch takes and returns the same types and `jit` compiles it once."""
+    return jax.tree.map(lambda x: x.astype(x.dtype) if jax.typeof(x).weak_type else x, tree)
 
 
 def _select(pred: jax.Array, on_true, on_false):
