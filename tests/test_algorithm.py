@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from shac.core.algorithm import Shac
+from shac.core.algorithms import make_algorithm
 from tests import tiny_configs
 from tests.toy_env import LineEnv
 
@@ -128,9 +129,10 @@ class WeaklyTypedLineEnv(LineEnv):
         return state.replace(reward=jnp.array(1.0))
 
 
+@pytest.mark.parametrize("config", [CONFIG, tiny_configs.AHAC, tiny_configs.SAPO], ids=["shac", "ahac", "sapo"])
 @pytest.mark.parametrize("env", [LineEnv(), WeaklyTypedLineEnv()], ids=["strong", "weak"])
-def test_epoch_returns_the_types_it_takes_so_it_compiles_once(env):
-    shac = Shac(CONFIG, env)
+def test_epoch_returns_the_types_it_takes_so_it_compiles_once(env, config):
+    shac = make_algorithm(config, env)
     state = shac.init(jax.random.key(0))
     new_state = jax.eval_shape(shac.epoch, state)[0]
     for old, new in zip(jax.tree.leaves(state), jax.tree.leaves(new_state), strict=True):
