@@ -4,7 +4,9 @@ Writes report.json and gradients.png into the run directory and prints a verdict
 the one-step Jacobian against finite differences, the gradient norms and their
 variance across seeds as the window grows (for none, soft and straight_through
 side by side unless diagnose.compare_smoothing=false), the fraction of steps
-with contact changes, and a suggested horizon with its reasoning.
+with contact changes, and a suggested horizon with its reasoning; with
+diagnose.env_shares=true, also how unequal the envs' shares of the training
+window's actor gradient are and how well groups of envs agree on its direction.
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ def main(cfg: DictConfig) -> None:
         )
         sweep["suggested_horizon"], sweep["reasoning"] = diagnostics.suggest_horizon(sweep)
         report["sweeps"][mode] = sweep
+    if options.env_shares:
+        print(f"env shares of the actor gradient: 4 groups of {config.algo.num_envs} envs, h={config.algo.horizon}")
+        report["env_shares"] = diagnostics.env_share_agreement(config.algo, env, actor_params, normalizer, key)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     diagnostics.plot_sweeps(report["sweeps"], config.env.name, out / "gradients.png")
 
@@ -73,6 +78,12 @@ def main(cfg: DictConfig) -> None:
     print("one-step Jacobian vs finite differences: " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
     for mode, sweep in report["sweeps"].items():
         print(f"[{mode}] {sweep['reasoning']}")
+    if options.env_shares:
+        shares = report["env_shares"]
+        print(
+            f"[env shares] largest / median norm {shares['max_over_median']:.3g}; agreement between groups "
+            + ", ".join(f"q={q} {a:.2f}" for q, a in shares["agreement"].items())
+        )
     print(f"report: {out / 'report.json'}, figure: {out / 'gradients.png'}")
 
 

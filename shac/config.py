@@ -201,6 +201,11 @@ class AlgoConfig:
     """c >= 0: the actor loss adds c * mean(mu^2) over the window, mu the policy's mean before the tanh
     squash, so the policy stays out of saturation, where tanh (and joints pressed into their limits)
     pass no gradient. A training-only term: the task's reward and the evaluation are unchanged."""
+    actor_env_clip_quantile: float = 0.0
+    """q in (0, 1], or 0 (off): each env's share of the actor gradient is clipped to the q-quantile of the N
+    envs' gradient norms before the shares are summed, so the few envs whose gradient explodes through their
+    contacts cannot set the step's direction alone (0.5: at the median; 1: no clipping). The backward pass then
+    keeps one copy of the actor's parameter gradient per env."""
     remat_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
     recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);
@@ -276,6 +281,10 @@ class AlgoConfig:
                 "algo.action_mean_penalty": self.action_mean_penalty,
                 "algo.critic_warmup_epochs": self.critic_warmup_epochs,
             }
+        )
+        _check(
+            0.0 <= self.actor_env_clip_quantile <= 1.0,
+            f"algo.actor_env_clip_quantile must be 0 (off) or in (0, 1], got {self.actor_env_clip_quantile}",
         )
         _check(
             self.remat_every >= 0 and (self.remat_every == 0 or self.horizon % self.remat_every == 0),
@@ -475,6 +484,10 @@ class DiagnoseOptions:
     """Measure none, soft and straight_through side by side (soft parameters from `smoothing`)."""
     run_dir: str = ""
     """A training run whose final policy is diagnosed; empty: a freshly initialised policy."""
+    env_shares: bool = False
+    """Also split the actor gradient of the training window (algo.num_envs, algo.horizon) into each env's share:
+    how unequal the shares are and how well groups of envs agree on its direction, plain and clipped
+    (`algo.actor_env_clip_quantile`). One more gradient compile."""
 
     def __post_init__(self):
         _check(

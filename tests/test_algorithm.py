@@ -69,8 +69,10 @@ def test_a_critic_warmup_fits_only_the_critic_for_its_epochs():
     assert all(moved("critic_params", k) for k in range(3))
 
 
-def test_nonfinite_gradient_skips_the_update_and_is_counted():
-    state, new_state, metrics = run_epoch(LineEnv(episode_length=10, nan_at_step=2))
+@pytest.mark.parametrize("quantile", [0.0, 0.5], ids=["whole", "clipped_env_shares"])
+def test_nonfinite_gradient_skips_the_update_and_is_counted(quantile):
+    config = dataclasses.replace(CONFIG, actor_env_clip_quantile=quantile)
+    state, new_state, metrics = run_epoch(LineEnv(episode_length=10, nan_at_step=2), config)
     assert not np.isfinite(metrics["actor/grad_norm"])
     assert metrics["actor/skipped"] == 1 and int(new_state.actor_skipped) == 1
     # every second step of an episode is non-finite: t = 1 and t = 3 of the 4-step window, in each env
@@ -139,13 +141,17 @@ def test_epoch_returns_the_types_it_takes_so_it_compiles_once(env, config):
         assert (old.shape, old.dtype, jax.typeof(old).weak_type) == (new.shape, new.dtype, new.weak_type)
 
 
-def test_action_mean_penalty_adds_c_times_the_mean_squared_pre_squash_mean():
+def plain_and_changed(**changes):
+    """SHAC at CONFIG and with `changes` on LineEnv, a state, one window's reset states and its key."""
     env = LineEnv(episode_length=3)
     plain = Shac(CONFIG, env)
-    penalised = Shac(dataclasses.replace(CONFIG, action_mean_penalty=0.5), env)
-    state = plain.init(jax.random.key(0))
     reset_states = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), CONFIG.num_envs))
-    key = jax.random.key(2)
+    changed = Shac(dataclasses.replace(CONFIG, **changes), env)
+    return plain, changed, plain.init(jax.random.key(0)), reset_states, jax.random.key(2)
+
+
+def test_action_mean_penalty_adds_c_times_the_mean_squared_pre_squash_mean():
+    plain, penalised, state, reset_states, key = plain_and_changed(action_mean_penalty=0.5)
     loss, (_, window) = plain.actor_objective(state.actor_params, state, reset_states, key)
     penalised_loss, _ = penalised.actor_objective(state.actor_params, state, reset_states, key)
     mean, _ = plain.policy(state.actor_params)(window.obs)  # [h, N, 1]
@@ -167,3 +173,41 @@ def test_saturation_counts_means_that_squash_past_0_95():
     mean, _ = shac.policy(loud)(obs)
     assert float(shac.saturation(loud, obs)) == pytest.approx(float(jnp.mean(jnp.abs(mean) > 1.8318)))
     assert float(shac.saturation(loud, obs)) > 0.5
+
+
+def test_per_env_gradient_shares_sum_to_the_gradient_and_clip_at_the_quantile():
+    plain, shares, state, reset_states, key = plain_and_changed(actor_env_clip_quantile=1.0)
+    probes = None
+    (loss, _), (grad, _) = plain.actor_gradient(state, reset_states, key, probes)
+    (share_loss, _), (per_env, _) = shares.actor_gradient(state, reset_states, key, probes)
+    # one copy of every parameter per env, whose gradients add up to the plain gradient
+    assert float(share_loss) == pytest.approx(float(loss), rel=1e-6)
+    for whole, split in zip(leaves(grad), leaves(per_env), strict=True):
+        assert split.shape == (CONFIG.num_envs, *whole.shape)
+        np.testing.assert_allclose(split.sum(axis=0), whole, rtol=1e-5, atol=1e-7)
+    combined, metrics = shares.combine_env_gradients(per_env)  # q = 1: nothing is clipped
+    for whole, summed in zip(leaves(grad), leaves(combined), strict=True):
+        np.testing.assert_allclose(summed, whole, rtol=1e-5, atol=1e-7)
+    norms = np.sqrt(sum((x.reshape(CONFIG.num_envs, -1) ** 2).sum(axis=1) for x in leaves(per_env)))
+    assert float(metrics["actor/env_grad_spread"]) == pytest.approx(1.0)
+    assert norms.min() > 0
+
+    # by hand: 4 envs whose shares have norms 1, 2, 3 and 10 (one leaf, a vector along x or y);
+    # the median of the norms is 2.5, so the third share is scaled by 2.5 / 3 and the fourth by 2.5 / 10
+    median = Shac(dataclasses.replace(CONFIG, actor_env_clip_quantile=0.5), LineEnv())
+    hand = {"w": jnp.array([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [0.0, 10.0]])}
+    combined, metrics = median.combine_env_gradients(hand)
+    np.testing.assert_allclose(np.asarray(combined["w"]), [1.0 + 2.5, 2.0 + 2.5], rtol=1e-6)
+    assert float(metrics["actor/env_grad_spread"]) == pytest.approx(10.0 / 2.5)
+
+
+def test_an_epoch_with_clipped_env_shares_updates_the_actor_and_logs_their_spread():
+    state, new_state, metrics = run_epoch(
+        LineEnv(episode_length=3), dataclasses.replace(CONFIG, actor_env_clip_quantile=0.5)
+    )
+    assert metrics["actor/skipped"] == 0 and metrics["actor/env_grad_spread"] >= 1.0
+    assert all(np.isfinite(v) for v in metrics.values())
+    assert jax.tree.map(jnp.shape, new_state.actor_params) == jax.tree.map(jnp.shape, state.actor_params)
+    assert any(
+        not np.allclose(a, b) for a, b in zip(leaves(state.actor_params), leaves(new_state.actor_params), strict=True)
+    )

@@ -83,6 +83,10 @@ def test_command_line_overrides_win_over_env_defaults():
         ("algo.horizon=300", r"algo.horizon=300 is longer than the episode of 'cartpole_swingup' \(240 steps\)"),
         ("logger.mode=cloud", "unknown logger.mode 'cloud'; available: offline, online, disabled"),
         ("algo.critic_minibatches=3", "algo.critic_minibatches=3 must divide num_envs \\* horizon = 2048"),
+        (
+            "algo.actor_env_clip_quantile=1.5",
+            r"algo.actor_env_clip_quantile must be 0 \(off\) or in \(0, 1\], got 1.5",
+        ),
         ("algo.remat_every=5", r"algo.remat_every=5 must be 0 \(off\) or divide algo.horizon=32"),
         ("checkpoint.every=-1", "checkpoint.every must be >= 0, got -1"),
         ("checkpoint.max_to_keep=0", "checkpoint.max_to_keep must be > 0, got 0"),

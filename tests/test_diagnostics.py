@@ -9,7 +9,11 @@ import jax
 import pytest
 
 import envs
+from shac.core.algorithms import make_algorithm
+from shac.core.normalizer import RunningStatistics
 from shac.tools import diagnostics
+from tests import tiny_configs
+from tests.toy_env import LineEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +55,24 @@ def test_suggested_horizon_and_its_reasoning(case, expected, reason):
     assert reason in reasoning and "contacts change in 25.0% of steps" in reasoning
 
 
+def test_env_shares_agree_where_every_env_wants_the_same_step():
+    # reward = x' = x + a in every env: each env's share of the gradient asks for larger actions, so
+    # every group's sum points the same way, clipped or not
+    env = LineEnv(episode_length=3)
+    actor = make_algorithm(tiny_configs.SHAC, env).actor
+    params = actor.init(jax.random.key(0), jax.numpy.zeros(env.observation_size))
+    report = diagnostics.env_share_agreement(
+        tiny_configs.SHAC, env, params, RunningStatistics.create(env.observation_size), jax.random.key(1), windows=2
+    )
+    assert (report["groups"], report["envs_per_group"], report["horizon"]) == (4, 4, 4)
+    percentiles = list(report["norm_percentiles"].values())
+    assert percentiles == sorted(percentiles) and percentiles[0] > 0
+    assert report["max_over_median"] == pytest.approx(percentiles[-1] / percentiles[1])
+    assert set(report["agreement"]) == {str(q) for q in diagnostics.ENV_CLIP_QUANTILES}
+    for agreement in report["agreement"].values():
+        assert 0.9 < agreement <= 1.0 + 1e-6
+
+
 def test_diagnose_cli_writes_report_and_figure(tmp_path):
     result = subprocess.run(
         [
@@ -61,6 +83,9 @@ def test_diagnose_cli_writes_report_and_figure(tmp_path):
             "diagnose.seeds=2",
             "diagnose.num_envs=2",
             "diagnose.compare_smoothing=false",
+            "diagnose.env_shares=true",
+            "algo.num_envs=4",
+            "algo.horizon=4",
             f"hydra.run.dir={tmp_path}",
         ],
         cwd=ROOT,
@@ -81,3 +106,7 @@ def test_diagnose_cli_writes_report_and_figure(tmp_path):
     assert set(report["jacobian"]["finite_difference"]) == {"qpos", "qvel", "action"}
     assert (tmp_path / "gradients.png").stat().st_size > 1000
     assert "[none] suggested horizon" in result.stdout
+    shares = report["env_shares"]
+    assert (shares["groups"], shares["envs_per_group"], shares["horizon"]) == (4, 4, 4)
+    assert all(-1.0 <= a <= 1.0 + 1e-6 for a in shares["agreement"].values())
+    assert "[env shares] largest / median norm" in result.stdout

@@ -146,6 +146,17 @@ class Shac:
         """Normalised obs [N, obs_dim] -> (mean, log_std) under `actor_params`."""
         return partial(self.actor.apply, actor_params)
 
+    def per_env_policy(self, actor_params: Params) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+        """Normalised obs [..., N, obs_dim] -> (mean, log_std), env i acting under its own copy of the
+        parameters (`actor_params` with a leading axis [N, ...]), so the gradient with respect to the copies
+        is each env's share of the whole."""
+
+        def apply(obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+            env_axis = obs.ndim - 2
+            return jax.vmap(self.actor.apply, in_axes=(0, env_axis), out_axes=env_axis)(actor_params, obs)
+
+        return apply
+
     def critic_values(self, critic_params: Params, obs: jax.Array) -> jax.Array:
         """Normalised obs float32 [..., obs_dim] -> every critic's values, float32 [num_critics, ...]."""
         values = self.critic.apply(critic_params, obs)
@@ -167,13 +178,20 @@ class Shac:
         return window.rewards
 
     def actor_objective(
-        self, actor_params: Params, state: TrainState, reset_states: State, key: jax.Array, state_probes=None
+        self,
+        actor_params: Params,
+        state: TrainState,
+        reset_states: State,
+        key: jax.Array,
+        state_probes=None,
+        per_env: bool = False,
     ) -> tuple[jax.Array, tuple[State, Window]]:
         """The actor loss of one window from `state.env_state`, and what the window produced
-        (`state_probes`: see `rollout`)."""
+        (`state_probes`: see `rollout`; `per_env`: `actor_params` holds one copy per env, see `per_env_policy`)."""
+        policy = (self.per_env_policy if per_env else self.policy)(actor_params)
         env_state, window = rollout(
             self.env,
-            self.policy(actor_params),
+            policy,
             partial(self.value, state.target_critic_params),
             jax.lax.stop_gradient(state.normalizer),
             jax.lax.stop_gradient(state.env_state),
@@ -188,7 +206,7 @@ class Shac:
             self.rewards(window, state), window.next_values, window.dones, self.config.gamma, window.active
         )
         if self.config.action_mean_penalty > 0:
-            mean, _ = self.policy(actor_params)(jax.lax.stop_gradient(window.obs))
+            mean, _ = policy(jax.lax.stop_gradient(window.obs))
             active = jax.lax.stop_gradient(window.active)[..., None]
             loss = loss + self.config.action_mean_penalty * jnp.sum(active * mean**2) / (
                 jnp.maximum(jnp.sum(active), 1.0) * mean.shape[-1]
@@ -295,12 +313,28 @@ class Shac:
         self, state: TrainState, reset_states: State, key: jax.Array, probes
     ) -> tuple[tuple[jax.Array, tuple[State, Window]], tuple[Params, object]]:
         """((actor loss, (env state, window)), (gradient w.r.t. the actor parameters, w.r.t. `probes`))
-        of one window from `state` (`probes`: zero state probes, see `rollout`)."""
+        of one window from `state` (`probes`: zero state probes, see `rollout`). With
+        `actor_env_clip_quantile` > 0 the parameter gradient is each env's share, [N, ...] per leaf
+        (`combine_env_gradients` sums them)."""
+        per_env = self.config.actor_env_clip_quantile > 0
+        params = state.actor_params
+        if per_env:
+            params = jax.tree.map(lambda p: jnp.broadcast_to(p, (self.config.num_envs, *p.shape)), params)
         return jax.value_and_grad(
-            lambda params, probes: self.actor_objective(params, state, reset_states, key, probes),
+            lambda params, probes: self.actor_objective(params, state, reset_states, key, probes, per_env),
             argnums=(0, 1),
             has_aux=True,
-        )(state.actor_params, probes)
+        )(params, probes)
+
+    def combine_env_gradients(self, grads: Params) -> tuple[Params, Metrics]:
+        """`actor_gradient`'s parameter gradient as one gradient and its metrics: with
+        `actor_env_clip_quantile` q > 0, the per-env shares [N, ...] each clipped to the q-quantile of their
+        N norms, then summed (`actor/env_grad_spread`: the largest norm over that bound); else unchanged."""
+        quantile = self.config.actor_env_clip_quantile
+        if quantile == 0:
+            return grads, {}
+        combined, spread = clipped_sum(grads, quantile)
+        return combined, {"actor/env_grad_spread": spread}
 
     def critic_step(
         self, state: TrainState, window: Window, key: jax.Array
@@ -338,6 +372,7 @@ class Shac:
         (actor_loss, (env_state, window)), (grads, probe_grads) = self.actor_gradient(
             state, reset_states, rollout_key, probes
         )
+        grads, env_grad_metrics = self.combine_env_gradients(grads)
         grad_norm = optax.global_norm(grads)
         actor_finite = jnp.isfinite(grad_norm)
         frozen = state.epoch < config.critic_warmup_epochs  # the critic's warm-up: no actor update yet
@@ -403,9 +438,19 @@ class Shac:
             "resets/too_fast": window.too_fast.sum(),
             "resets/nonfinite_envs": window.nonfinite.max(axis=0).sum(),
             **{f"reward/{name}": value.sum() / active_steps for name, value in window.metrics.items()},
+            **env_grad_metrics,
             **algo_metrics,
         }
         return new_state, metrics
+
+
+def clipped_sum(shares: Params, quantile: float) -> tuple[Params, jax.Array]:
+    """Per-env gradient shares, [N, ...] per leaf -> (their sum after clipping each share's norm to the
+    `quantile` of the N norms, float32 [] the largest norm over that bound). NaN in any share makes both NaN."""
+    norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in jax.tree.leaves(shares)))
+    bound = jnp.quantile(norms, quantile)
+    scale = jnp.where(norms > bound, bound / jnp.where(norms > bound, norms, 1.0), 1.0)
+    return jax.tree.map(lambda g: jnp.tensordot(scale, g, axes=1), shares), norms.max() / bound
 
 
 def strongly_typed(tree):

@@ -8,11 +8,15 @@ Three instruments:
         d(return)/d(policy params) as the window grows, the spread of the policy
         gradient across seeds at each horizon, and how often the contact set changes.
     suggest_horizon: the longest horizon whose gradient is neither exploding nor noisy.
+    env_share_agreement: at the training window, how unequal the envs' shares of the
+        actor gradient are, and how well disjoint groups of envs agree on its direction
+        when each share is clipped (`algo.actor_env_clip_quantile`).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -23,9 +27,12 @@ from matplotlib.figure import Figure
 
 from envs import MjxEnv, State
 from envs.private_apis import contact_distances
+from shac.config import AlgoConfig
+from shac.core.algorithm import clipped_sum
+from shac.core.algorithms import make_algorithm
 from shac.core.networks import Actor
 from shac.core.normalizer import RunningStatistics
-from shac.core.rollout import window_rewards
+from shac.core.rollout import window_rewards, zero_probes
 
 
 def step_function(env: MjxEnv, state: State):
@@ -197,6 +204,77 @@ def suggest_horizon(sweep: dict, max_relative_variance: float = 1.0, max_growth:
         f"relative variance <= {max_relative_variance:g} ({qualifier}); contacts change in "
         f"{100 * sweep['contact_change_fraction']:.1f}% of steps."
     )
+
+
+ENV_CLIP_QUANTILES = (1.0, 0.9, 0.75, 0.5, 0.25, 0.1)
+"""The clipping quantiles `env_share_agreement` compares (1.0: no clipping, the plain gradient)."""
+
+
+def env_share_agreement(
+    config: AlgoConfig,
+    env: MjxEnv,
+    actor_params: dict,
+    normalizer: RunningStatistics,
+    key: jax.Array,
+    groups: int = 4,
+    windows: int = 12,
+    repeats: int = 3,
+) -> dict:
+    """The actor gradient of SHAC's window (`config`'s horizon), split into each env's share.
+
+    `groups` disjoint groups of `config.num_envs` envs first run `windows` windows under the policy, so
+    they spread over their episodes; then, `repeats` times (new action noise and resets), each env's
+    share is computed and each group sums its shares, clipped at each of `ENV_CLIP_QUANTILES`.
+
+    Returns:
+        `norm_percentiles` of the share norms (10th, 50th, 90th, 99th and 100th, means over repeats),
+        `max_over_median`, and `agreement`: per quantile, the mean cosine between one group's clipped
+        sum and the other groups' together (1: every group points the same way; 0: unrelated).
+    """
+    num_envs = groups * config.num_envs
+    shac = make_algorithm(dataclasses.replace(config, num_envs=num_envs, actor_env_clip_quantile=1.0), env)
+    init_key, key = jax.random.split(key)
+    state = shac.init(init_key).replace(actor_params=actor_params, normalizer=normalizer)
+
+    def resets(key):
+        return jax.vmap(env.reset)(jax.random.split(key, num_envs))
+
+    @jax.jit
+    def advance(state, key):
+        reset_key, rollout_key = jax.random.split(key)
+        _, (env_state, _) = shac.actor_objective(state.actor_params, state, resets(reset_key), rollout_key)
+        return state.replace(env_state=env_state)
+
+    @jax.jit
+    def clipped_group_sums(state, key):
+        reset_key, rollout_key = jax.random.split(key)
+        probes = zero_probes(state.env_state.pipeline_state, config.horizon)
+        _, (shares, _) = shac.actor_gradient(state, resets(reset_key), rollout_key, probes)
+        flat = jnp.concatenate([g.reshape(num_envs, -1) for g in jax.tree.leaves(shares)], axis=1)
+        by_group = flat.reshape(groups, config.num_envs, -1)
+        sums = [jax.vmap(lambda g, q=q: clipped_sum(g, q)[0])(by_group) for q in ENV_CLIP_QUANTILES]
+        return jnp.linalg.norm(flat, axis=1), jnp.stack(sums)  # [groups * N], [quantiles, groups, P]
+
+    for window_key in jax.random.split(key, windows):
+        state = advance(state, window_key)
+    percentiles, agreement = [], []
+    for repeat_key in jax.random.split(jax.random.fold_in(key, 1), repeats):
+        norms, sums = (np.asarray(x, np.float64) for x in clipped_group_sums(state, repeat_key))
+        percentiles.append(np.percentile(norms, (10, 50, 90, 99, 100)))
+        others = sums.sum(axis=1, keepdims=True) - sums
+        cosines = np.sum(sums * others, -1) / np.maximum(
+            np.linalg.norm(sums, axis=-1) * np.linalg.norm(others, axis=-1), 1e-300
+        )
+        agreement.append(cosines.mean(axis=1))
+    percentiles, agreement = np.mean(percentiles, axis=0), np.mean(agreement, axis=0)
+    return {
+        "groups": groups,
+        "envs_per_group": config.num_envs,
+        "horizon": config.horizon,
+        "norm_percentiles": dict(zip(("10", "50", "90", "99", "100"), percentiles.tolist(), strict=True)),
+        "max_over_median": float(percentiles[-1] / percentiles[1]),
+        "agreement": {str(q): float(a) for q, a in zip(ENV_CLIP_QUANTILES, agreement, strict=True)},
+    }
 
 
 def initial_state(env: MjxEnv, seed: int = 0) -> State:
