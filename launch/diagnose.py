@@ -69,7 +69,7 @@ def main(cfg: DictConfig) -> None:
         sweep["suggested_horizon"], sweep["reasoning"] = diagnostics.suggest_horizon(sweep)
         report["sweeps"][mode] = sweep
     if options.env_shares:
-        print(f"env shares of the actor gradient: 4 groups of {config.algo.num_envs} envs, h={config.algo.horizon}")
+        print(f"env shares of the actor gradient: groups of {config.algo.num_envs} envs, h={config.algo.horizon}")
         report["env_shares"] = diagnostics.env_share_agreement(config.algo, env, actor_params, normalizer, key)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     diagnostics.plot_sweeps(report["sweeps"], config.env.name, out / "gradients.png")
@@ -81,8 +81,8 @@ def main(cfg: DictConfig) -> None:
     if options.env_shares:
         shares = report["env_shares"]
         print(
-            f"[env shares] largest / median norm {shares['max_over_median']:.3g}; agreement between groups "
-            + ", ".join(f"q={q} {a:.2f}" for q, a in shares["agreement"].items())
+            f"[env shares] largest / median norm {shares['max_over_median']:.3g}; agreement between "
+            f"{shares['groups']} groups " + ", ".join(f"q={q} {a:.2f}" for q, a in shares["agreement"].items())
         )
     print(f"report: {out / 'report.json'}, figure: {out / 'gradients.png'}")
 
