@@ -88,11 +88,22 @@ def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()
     runs = list(earlier)
 
     def train(method: str, name: str, seed: int) -> None:
-        if any((r["method"], r["config"], r["seed"]) == (method, name, seed) for r in runs):
+        earlier_run = next((r for r in runs if (r["method"], r["config"], r["seed"]) == (method, name, seed)), None)
+        if earlier_run is not None:
+            if method in ("shac", "ahac", "sapo") and ("max_epochs" in earlier_run) != config.shac_budget_schedule:
+                raise ConfigError(
+                    f"the earlier {method} run of seed {seed} was trained with shac_budget_schedule="
+                    f"{str(not config.shac_budget_schedule).lower()}; extend only results of the same schedule"
+                )
             return
         print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
+        sized = {}
         if method in ("shac", "ahac", "sapo"):
             algo = method_algo(config, method)
+            if config.shac_budget_schedule:
+                algo, reached = learning.schedule_within_budget(env, algo, seed, budget_s)
+                sized = {"max_epochs": algo.max_epochs, "budget_epochs": reached}
+                print(f"  the budget reaches {reached} epochs: algo.max_epochs={algo.max_epochs}", flush=True)
             result = learning.train_shac(env, algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps)
         elif method == "apg":
             result = learning.train_apg(env, config.apg[name], seed, budget_s, config.eval_episodes, name)
@@ -104,7 +115,7 @@ def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()
             f"{last.wall_time_s:.0f} s and {last.env_steps} steps (compile {result.compile_s or 0:.0f} s)",
             flush=True,
         )
-        runs.append({"method": method, "config": name, "seed": seed, **result.to_json()})
+        runs.append({"method": method, "config": name, "seed": seed, **result.to_json(), **sized})
 
     for method in (m for m in config.methods if m in peers):
         for name in peers[method]:

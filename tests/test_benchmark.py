@@ -1,6 +1,7 @@
 """The benchmarks: budget clock, summary arithmetic, a peer stopped by its budget, the throughput CLI."""
 
 import dataclasses
+import itertools
 import json
 import re
 
@@ -177,6 +178,40 @@ def test_ppo_stops_at_the_first_evaluation_after_its_budget():
     times = [r.wall_time_s for r in result.records]
     assert times[0] == 0.0 and 0 <= times[1] <= times[2] <= times[3]
     assert all(r.eval_return == r.eval_return for r in result.records)  # not NaN
+
+
+def test_the_budget_schedule_is_the_epochs_the_budget_reaches_at_the_timed_rate(monkeypatch):
+    from shac.tools.benchmarks import learning
+    from tests import tiny_configs
+    from tests.toy_env import LineEnv
+
+    readings = itertools.count(100.0, 0.25)  # each timed epoch takes 0.25 s
+    monkeypatch.setattr(learning, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: next(readings))}))
+    monkeypatch.setattr(learning, "CALIBRATION_S", 5.0)
+    epochs = learning.epochs_in_budget(LineEnv(episode_length=5), tiny_configs.SHAC, seed=0, budget_s=3.0)
+    # timed until 10 epochs and 5 s: 20 epochs in 5 s, 4 an s, so 12 in 3 s
+    assert epochs == 12
+    assert next(readings) == 100.0 + 21 * 0.25  # one reading before the timed epochs, one after each
+    monkeypatch.setattr(learning, "CALIBRATION_S", 1.0)  # now the 10 epochs bind: 10 in 2.5 s
+    readings = itertools.count(100.0, 0.25)
+    assert learning.epochs_in_budget(LineEnv(episode_length=5), tiny_configs.SHAC, seed=0, budget_s=3.0) == 12
+    assert next(readings) == 100.0 + 11 * 0.25
+    # the decay only ever ends sooner: 12 epochs reached, the config's 10 kept, its 100 lowered to 12
+    for max_epochs, expected in [(10, 10), (100, 12)]:
+        readings = itertools.count(100.0, 0.25)
+        config = dataclasses.replace(tiny_configs.SHAC, max_epochs=max_epochs)
+        sized, reached = learning.schedule_within_budget(LineEnv(episode_length=5), config, seed=0, budget_s=3.0)
+        assert (sized.max_epochs, reached) == (expected, 12) and sized.actor_lr == config.actor_lr
+
+
+def test_a_budget_schedule_does_not_extend_runs_of_the_configs_schedule():
+    from launch.benchmark import learning
+    from shac.config import ConfigError
+
+    config = benchmark_config("env=pendulum_swingup", "methods=[shac]", "shac_budget_schedule=true")
+    earlier = ({"method": "shac", "config": "paper", "seed": 0, "records": [], "compile_s": None, "laps_s": []},)
+    with pytest.raises(ConfigError, match="trained with shac_budget_schedule=false"):
+        learning(config, {}, earlier)
 
 
 def test_throughput_measures_the_configs_own_point_with_the_epochs_parts_and_apg(tmp_path):

@@ -178,6 +178,11 @@ class BenchmarkConfig(TrainConfig):
     on top of the env's settings, and the command line's algo.* overrides)."""
     shac_eval_every_steps: int = 65_536
     """learning: SHAC's environment steps between evaluations (rounded up to whole epochs)."""
+    shac_budget_schedule: bool = False
+    """learning: end SHAC's (AHAC's, SAPO's) learning-rate decay within the budget: each run's
+    `algo.max_epochs` is lowered to the epochs `budget_minutes` reach on this machine where those are
+    fewer (at least 10 epochs and 5 s timed before the run, which then starts fresh); results.json
+    records both as the run's `max_epochs` and `budget_epochs`."""
     eval_episodes: int = 16
     """Episodes per evaluation (the same deterministic evaluation for every method)."""
     from_results: str = ""

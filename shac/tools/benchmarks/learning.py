@@ -13,7 +13,9 @@ first evaluation after its budget is spent.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -36,6 +38,10 @@ from shac.tools.benchmarks.config import APGConfig, PPOConfig
 
 MAX_INTERVALS = 100_000
 """Evaluation intervals the brax methods are sized for; the budget always stops them long before."""
+CALIBRATION_EPOCHS = 10
+"""Epochs timed at least, after two that compile and warm up, to size SHAC's schedule to a budget..."""
+CALIBRATION_S = 5.0
+"""... and seconds timed at least (10 epochs of a fast task take under a second, too short to time)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,32 @@ def retime(run: dict) -> dict:
     clock.laps = list(run["laps_s"])
     records = [{**record, "wall_time_s": clock.elapsed(k)} for k, record in enumerate(run["records"])]
     return {**run, "records": records, "compile_s": clock.compile_s}
+
+
+def epochs_in_budget(env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float) -> int:
+    """The epochs of `config` that `budget_s` seconds of training reach here, at the rate of epochs timed
+    one by one (as the benchmark trains: it reads each epoch's step count) for at least
+    `CALIBRATION_EPOCHS` epochs and `CALIBRATION_S` seconds, after two that compile and warm up, from
+    `seed`'s initial state (then thrown away)."""
+    shac = make_algorithm(config, env)
+    epoch = jax.jit(shac.epoch)
+    state = jax.jit(shac.init)(jax.random.key(seed))
+    for _ in range(2):
+        state, _ = epoch(state)
+    jax.block_until_ready(state)
+    epochs, elapsed, start = 0, 0.0, time.perf_counter()
+    while epochs < CALIBRATION_EPOCHS or elapsed < CALIBRATION_S:
+        state, _ = epoch(state)
+        jax.block_until_ready(state)
+        epochs, elapsed = epochs + 1, time.perf_counter() - start
+    return max(1, round(budget_s * epochs / elapsed))
+
+
+def schedule_within_budget(env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float) -> tuple[AlgoConfig, int]:
+    """`config` with its learning-rate decay ended within `budget_s`: `max_epochs` lowered to the epochs
+    the budget reaches (`epochs_in_budget`) where those are fewer, never raised; and those epochs."""
+    reached = epochs_in_budget(env, config, seed, budget_s)
+    return dataclasses.replace(config, max_epochs=min(config.max_epochs, reached)), reached
 
 
 def train_shac(
