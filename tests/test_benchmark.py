@@ -1,4 +1,5 @@
-"""The benchmarks: budget clock, summary arithmetic, a peer stopped by its budget, the throughput CLI."""
+"""The benchmarks: budget clock, summary arithmetic, a peer stopped by its budget, the budget schedule,
+the throughput CLI."""
 
 import dataclasses
 import itertools
