@@ -32,7 +32,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from launch.runtime import configure_runtime
-from shac.config import AlgoConfig, ConfigError
+from shac.config import ALGORITHMS, AlgoConfig, ConfigError
 from shac.run.hydra_config import register_configs, to_config
 from shac.tools.benchmarks.config import METHODS, BenchmarkConfig, register_benchmark_config, validate_benchmark
 
@@ -90,7 +90,7 @@ def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()
     def train(method: str, name: str, seed: int) -> None:
         earlier_run = next((r for r in runs if (r["method"], r["config"], r["seed"]) == (method, name, seed)), None)
         if earlier_run is not None:
-            if method in ("shac", "ahac", "sapo") and ("max_epochs" in earlier_run) != config.shac_budget_schedule:
+            if method in ALGORITHMS and ("max_epochs" in earlier_run) != config.shac_budget_schedule:
                 raise ConfigError(
                     f"the earlier {method} run of seed {seed} was trained with shac_budget_schedule="
                     f"{str(not config.shac_budget_schedule).lower()}; extend only results of the same schedule"
@@ -98,7 +98,7 @@ def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()
             return
         print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
         sized = {}
-        if method in ("shac", "ahac", "sapo"):
+        if method in ALGORITHMS:
             algo = method_algo(config, method)
             if config.shac_budget_schedule:
                 algo, reached = learning.schedule_within_budget(env, algo, seed, budget_s)

@@ -13,11 +13,10 @@ first evaluation after its budget is spent.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import jax
@@ -187,7 +186,7 @@ def schedule_within_budget(env: MjxEnv, config: AlgoConfig, seed: int, budget_s:
     """`config` with its learning-rate decay ended within `budget_s`: `max_epochs` lowered to the epochs
     the budget reaches (`epochs_in_budget`) where those are fewer, never raised; and those epochs."""
     reached = epochs_in_budget(env, config, seed, budget_s)
-    return dataclasses.replace(config, max_epochs=min(config.max_epochs, reached)), reached
+    return replace(config, max_epochs=min(config.max_epochs, reached)), reached
 
 
 def train_shac(
