@@ -75,6 +75,15 @@ def method_algo(config: BenchmarkConfig, method: str) -> AlgoConfig:
     return to_config(compose("benchmark", overrides=[*overrides, f"algo={method}"]), BenchmarkConfig).algo
 
 
+def lr_decay(run: dict) -> str:
+    """What a SHAC-family run of a results.json decayed its learning rates over: "budget" (the run's clock,
+    `shac_budget_schedule`), "calibrated epochs" (the epochs timed before the run, by earlier versions of that
+    option) or "max_epochs"."""
+    if "budget_epochs" in run:
+        return "calibrated epochs"
+    return run.get("lr_decay", "max_epochs")
+
+
 def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()) -> dict:
     """Trains every configuration of each peer with seed `seed`, then SHAC and each peer's best
     configuration with `seeds` seeds (the first one's run reused); the results with every run's records.
@@ -86,24 +95,25 @@ def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()
     budget_s = config.budget_minutes * 60
     peers = {"apg": config.apg, "ppo": config.ppo}
     runs = list(earlier)
+    decay = "budget" if config.shac_budget_schedule else "max_epochs"
 
     def train(method: str, name: str, seed: int) -> None:
         earlier_run = next((r for r in runs if (r["method"], r["config"], r["seed"]) == (method, name, seed)), None)
         if earlier_run is not None:
-            if method in ALGORITHMS and ("max_epochs" in earlier_run) != config.shac_budget_schedule:
+            if method in ALGORITHMS and lr_decay(earlier_run) != decay:
                 raise ConfigError(
-                    f"the earlier {method} run of seed {seed} was trained with shac_budget_schedule="
-                    f"{str(not config.shac_budget_schedule).lower()}; extend only results of the same schedule"
+                    f"the earlier {method} run of seed {seed} decayed its learning rates over "
+                    f"{lr_decay(earlier_run)}, this one over {decay} (shac_budget_schedule="
+                    f"{str(config.shac_budget_schedule).lower()}); extend only results of the same schedule"
                 )
             return
         print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
-        sized = {}
+        schedule = {}
         if method in ALGORITHMS:
             algo = method_algo(config, method)
             if config.shac_budget_schedule:
-                algo, reached = learning.schedule_within_budget(env, algo, seed, budget_s)
-                sized = {"max_epochs": algo.max_epochs, "budget_epochs": reached}
-                print(f"  the budget reaches {reached} epochs: algo.max_epochs={algo.max_epochs}", flush=True)
+                algo = dataclasses.replace(algo, budget_minutes=config.budget_minutes)
+                schedule = {"lr_decay": decay}
             result = learning.train_shac(env, algo, seed, budget_s, config.eval_episodes, config.shac_eval_every_steps)
         elif method == "apg":
             result = learning.train_apg(env, config.apg[name], seed, budget_s, config.eval_episodes, name)
@@ -115,7 +125,7 @@ def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()
             f"{last.wall_time_s:.0f} s and {last.env_steps} steps (compile {result.compile_s or 0:.0f} s)",
             flush=True,
         )
-        runs.append({"method": method, "config": name, "seed": seed, **result.to_json(), **sized})
+        runs.append({"method": method, "config": name, "seed": seed, **result.to_json(), **schedule})
 
     for method in (m for m in config.methods if m in peers):
         for name in peers[method]:

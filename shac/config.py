@@ -116,7 +116,7 @@ class AhacConfig:
     """The horizon grows while the window's summed contact stiffness (per env, mean over envs) is
     below this, and shrinks above it."""
     horizon_lr: float = 5e-4
-    """Step of the horizon per unit of stiffness below the threshold; decays linearly to 0 over max_epochs."""
+    """Step of the horizon per unit of stiffness below the threshold; decays linearly to 0 like the learning rates."""
     critic_tolerance: float = 0.2
     """Critic passes stop once the loss changed by less than this per pass, on average over the last 4
     (in the loss's units, as in the reference code; at least 5 passes, at most `algo.critic_iterations`)."""
@@ -146,14 +146,19 @@ class AlgoConfig:
     """h, steps back-propagated per actor update (AHAC: the longest window)."""
     max_epochs: int = 500
     """Epochs to train; one epoch = one window of N * h env steps."""
+    budget_minutes: float | None = None
+    """A training-time budget, or None: the run stops at the first epoch that ends past it, and the learning
+    rates decay over it (or over `max_epochs`, whichever ends first). Training time is the epochs' wall time
+    (compilation, evaluations, videos and checkpoints excluded), so the rates follow this machine's clock
+    and a run is no longer reproducible bit for bit."""
     gamma: float = 0.99
     """Discount, in (0, 1]."""
     lam: float = 0.95
     """TD(lambda) parameter of the critic targets, in (0, 1]."""
     actor_lr: float = 2e-3
-    """Initial actor learning rate; decays linearly to `min_lr` over `max_epochs`."""
+    """Initial actor learning rate; decays linearly to `min_lr` over `max_epochs` (or `budget_minutes`)."""
     critic_lr: float = 2e-3
-    """Initial critic learning rate; decays linearly to `min_lr` over `max_epochs`."""
+    """Initial critic learning rate; decays like `actor_lr`, set once per epoch."""
     min_lr: float = 1e-5
     """Final learning rate of both schedules."""
     adam_b1: float = 0.7
@@ -240,6 +245,10 @@ class AlgoConfig:
                 "algo.critic_iterations": self.critic_iterations,
                 "algo.critic_minibatches": self.critic_minibatches,
             }
+        )
+        _check(
+            self.budget_minutes is None or self.budget_minutes > 0,
+            f"algo.budget_minutes must be > 0, or null for no budget; got {self.budget_minutes}",
         )
         for name, value in {"algo.gamma": self.gamma, "algo.lam": self.lam}.items():
             _check(0.0 < value <= 1.0, f"{name} must be in (0, 1], got {value}")

@@ -136,7 +136,7 @@ def test_critic_passes_stop_when_the_loss_stops_changing(tolerance, passes):
     obs = jax.random.normal(jax.random.key(1), (32, 2))
     targets, weights = jnp.full(32, 3.0), jnp.ones(32)
     _, _, metrics = jax.jit(ahac.fit_critic)(
-        state.critic_params, state.critic_opt_state, obs, targets, weights, jax.random.key(2), state.epoch
+        state.critic_params, state.critic_opt_state, obs, targets, weights, jax.random.key(2)
     )
     assert float(metrics["iterations"]) == passes
 

@@ -105,11 +105,32 @@ def test_a_nan_reward_with_a_finite_observation_leaves_the_update_finite():
     )
 
 
-def test_learning_rates_decay_linearly_to_min_lr():
-    shac = Shac(CONFIG, LineEnv())
-    assert float(shac.actor_lr(0)) == pytest.approx(CONFIG.actor_lr)
-    assert float(shac.actor_lr(CONFIG.max_epochs)) == pytest.approx(CONFIG.min_lr)
-    assert float(shac.actor_lr(CONFIG.max_epochs // 2)) == pytest.approx((CONFIG.actor_lr + CONFIG.min_lr) / 2)
+def test_learning_rates_decay_linearly_to_min_lr_over_the_epochs_or_the_budget():
+    config = dataclasses.replace(CONFIG, max_epochs=100)
+    shac = Shac(config, LineEnv())
+    for position, expected in [(0, config.actor_lr), (50, (config.actor_lr + config.min_lr) / 2), (100, 1e-5)]:
+        assert float(shac.decayed(config.actor_lr, jnp.float32(position))) == pytest.approx(expected)
+    assert float(shac.decayed(config.actor_lr, jnp.float32(150))) == pytest.approx(config.min_lr)  # stays there
+    state = shac.init(jax.random.key(0)).replace(epoch=jnp.int32(30), train_seconds=jnp.float32(60.0))
+    assert float(shac.decay_position(state)) == 30.0  # no budget: the epochs, whatever the clock says
+    # a 2-minute budget half spent is half of max_epochs' decay, unless the epochs are further
+    budgeted = Shac(dataclasses.replace(config, budget_minutes=2.0), LineEnv())
+    assert float(budgeted.decay_position(state)) == pytest.approx(50.0)
+    assert float(budgeted.decay_position(state.replace(epoch=jnp.int32(70)))) == 70.0
+    assert float(budgeted.decay_position(state.replace(train_seconds=jnp.float32(300.0)))) == pytest.approx(250.0)
+
+
+def test_an_epoch_trains_at_the_rates_of_its_decay_position_and_leaves_the_clock_to_the_loop():
+    config = dataclasses.replace(CONFIG, max_epochs=100, budget_minutes=2.0)
+    shac = Shac(config, LineEnv(episode_length=3))
+    state = shac.init(jax.random.key(0)).replace(train_seconds=jnp.float32(60.0))  # position 50 of 100
+    new_state, metrics = jax.jit(shac.epoch)(state)
+    middle = {name: (lr + config.min_lr) / 2 for name, lr in [("actor", config.actor_lr), ("critic", config.critic_lr)]}
+    assert float(metrics["actor/lr"]) == pytest.approx(middle["actor"])
+    assert float(metrics["critic/lr"]) == pytest.approx(middle["critic"])
+    assert float(new_state.actor_opt_state.hyperparams["learning_rate"]) == pytest.approx(middle["actor"])
+    assert float(new_state.critic_opt_state.hyperparams["learning_rate"]) == pytest.approx(middle["critic"])
+    assert float(new_state.train_seconds) == 60.0
 
 
 def test_actor_initial_log_std():

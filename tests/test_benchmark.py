@@ -181,38 +181,37 @@ def test_ppo_stops_at_the_first_evaluation_after_its_budget():
     assert all(r.eval_return == r.eval_return for r in result.records)  # not NaN
 
 
-def test_the_budget_schedule_is_the_epochs_the_budget_reaches_at_the_timed_rate(monkeypatch):
+def test_the_budget_schedule_times_each_epoch_but_the_first_into_the_state_the_rates_decay_on(monkeypatch):
+    from shac.run.budget import TrainingClock
     from shac.tools.benchmarks import learning
     from tests import tiny_configs
     from tests.toy_env import LineEnv
 
-    readings = itertools.count(100.0, 0.25)  # each timed epoch takes 0.25 s
+    readings = itertools.count(100.0, 0.25)  # each epoch takes 0.25 s on this clock
     monkeypatch.setattr(learning, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: next(readings))}))
-    monkeypatch.setattr(learning, "CALIBRATION_S", 5.0)
-    epochs = learning.epochs_in_budget(LineEnv(episode_length=5), tiny_configs.SHAC, seed=0, budget_s=3.0)
-    # timed until 10 epochs and 5 s: 20 epochs in 5 s, 4 an s, so 12 in 3 s
-    assert epochs == 12
-    assert next(readings) == 100.0 + 21 * 0.25  # one reading before the timed epochs, one after each
-    monkeypatch.setattr(learning, "CALIBRATION_S", 1.0)  # now the 10 epochs bind: 10 in 2.5 s
-    readings = itertools.count(100.0, 0.25)
-    assert learning.epochs_in_budget(LineEnv(episode_length=5), tiny_configs.SHAC, seed=0, budget_s=3.0) == 12
-    assert next(readings) == 100.0 + 11 * 0.25
-    # the decay only ever ends sooner: 12 epochs reached, the config's 10 kept, its 100 lowered to 12
-    for max_epochs, expected in [(10, 10), (100, 12)]:
-        readings = itertools.count(100.0, 0.25)
-        config = dataclasses.replace(tiny_configs.SHAC, max_epochs=max_epochs)
-        sized, reached = learning.schedule_within_budget(LineEnv(episode_length=5), config, seed=0, budget_s=3.0)
-        assert (sized.max_epochs, reached) == (expected, 12) and sized.actor_lr == config.actor_lr
+    clocks = []
+    monkeypatch.setattr(learning, "TrainingClock", lambda minutes: clocks.append(TrainingClock(minutes)) or clocks[-1])
+    config = dataclasses.replace(tiny_configs.SHAC, budget_minutes=1.0)
+    steps = config.num_envs * config.horizon
+    env = LineEnv(episode_length=5)
+    result = learning.train_shac(env, config, seed=0, budget_s=1e-6, episodes=2, eval_every_steps=steps)
+    # evaluated untrained and after epochs 1, 2 and 3 (the budget clock stops it there); epoch 1 compiles
+    assert [r.env_steps for r in result.records] == [0, steps, 2 * steps, 3 * steps]
+    assert clocks[0].trained_s == 0.5
+    assert next(readings) == 100.0 + 6 * 0.25  # two readings per epoch
 
 
-def test_a_budget_schedule_does_not_extend_runs_of_the_configs_schedule():
+def test_a_budget_schedule_does_not_extend_runs_of_another_schedule():
     from launch.benchmark import learning
     from shac.config import ConfigError
 
     config = benchmark_config("env=pendulum_swingup", "methods=[shac]", "shac_budget_schedule=true")
-    earlier = ({"method": "shac", "config": "paper", "seed": 0, "records": [], "compile_s": None, "laps_s": []},)
-    with pytest.raises(ConfigError, match="trained with shac_budget_schedule=false"):
-        learning(config, {}, earlier)
+    run = {"method": "shac", "config": "paper", "seed": 0, "records": [], "compile_s": None, "laps_s": []}
+    with pytest.raises(ConfigError, match="decayed its learning rates over max_epochs, this one over budget"):
+        learning(config, {}, (run,))
+    calibrated = {**run, "max_epochs": 761, "budget_epochs": 761}  # the option's earlier version
+    with pytest.raises(ConfigError, match="over calibrated epochs, this one over budget"):
+        learning(config, {}, (calibrated,))
 
 
 def test_throughput_measures_the_configs_own_point_with_the_epochs_parts_and_apg(tmp_path):

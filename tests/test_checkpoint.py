@@ -192,9 +192,9 @@ def test_a_training_run_discards_the_unreadable_checkpoints_it_falls_back_from_a
 
 def test_a_checkpoint_whose_arrays_changed_on_disk_is_unreadable_and_falls_back(tmp_path, states, caplog):
     state, abstract = states
-    mu = state.actor_opt_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"]
+    mu = state.actor_opt_state.inner_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"]
     changed = jax.tree.map(lambda x: x, state)
-    changed.actor_opt_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"] = mu.at[0, 0].add(1.0)
+    changed.actor_opt_state.inner_state[1][0].mu["params"]["MLP_0"]["Dense_0"]["kernel"] = mu.at[0, 0].add(1.0)
     with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
         checkpoints.save(at_epoch(state, 2), CONFIG)
         checkpoints.save(at_epoch(changed, 4), CONFIG)
@@ -202,7 +202,7 @@ def test_a_checkpoint_whose_arrays_changed_on_disk_is_unreadable_and_falls_back(
     shutil.rmtree(tmp_path / "checkpoints" / "4" / "state")
     shutil.copytree(tmp_path / "checkpoints" / "2" / "state", tmp_path / "checkpoints" / "4" / "state")
     with Checkpointer(tmp_path, CONFIG.checkpoint) as checkpoints:
-        mismatch = "checksum mismatch in actor_opt_state/1/0/mu/params/MLP_0/Dense_0/kernel, epoch"
+        mismatch = "checksum mismatch in actor_opt_state/inner_state/1/0/mu/params/MLP_0/Dense_0/kernel, epoch"
         with pytest.raises(CheckpointError, match=mismatch):
             checkpoints.restore(4, abstract, CONFIG)
         with caplog.at_level(logging.WARNING):
@@ -228,7 +228,7 @@ def test_missing_checkpoints_are_errors_naming_the_path(tmp_path, states):
         ({"algo": {"num_envs": 8}}, r"env_state/done: checkpoint \(4,\) float32, config \(8,\) float32"),
         (
             {"algo": {"actor_hidden": (16,)}},
-            r"actor_opt_state/1/0/mu/params/MLP_0/Dense_0/bias: checkpoint \(8,\) float32, config \(16,\)",
+            r"actor_opt_state/inner_state/1/0/mu/params/MLP_0/Dense_0/bias: checkpoint \(8,\) float32, config \(16,\)",
         ),
         ({"env": {"name": "cartpole_swingup"}}, "env.name: checkpoint 'pendulum_swingup', config 'cartpole_swingup'"),
     ],

@@ -1,6 +1,7 @@
 """The training loop's guards, on the toy env: bad epochs stop a run, a second signal stops it at once."""
 
 import dataclasses
+import itertools
 import os
 import signal
 import subprocess
@@ -124,3 +125,31 @@ def test_a_resumed_run_trains_past_the_corrupt_checkpoint_it_fell_back_from(tmp_
     )
     assert Checkpointer(tmp_path).steps() == [2, 4, 6]  # epochs 3 and 4 trained again, 4 saved again
     assert [r["epoch"] for r in read_records(tmp_path)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_time_budget_stops_the_run_and_decays_the_rates_on_its_clock_and_a_resume_goes_on_from_it(
+    tmp_path, monkeypatch
+):
+    readings = itertools.count(0.0, 0.5)  # every epoch takes 0.5 s on this clock; the first is not counted
+    monkeypatch.setattr(train_module, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: next(readings))}))
+    algo = dataclasses.replace(CONFIG.algo, budget_minutes=2.0 / 60)
+    state, _ = train_module.train(dataclasses.replace(CONFIG, algo=algo), tmp_path)
+    records = read_records(tmp_path)
+    # 2 s spent after epoch 5 of max_epochs=20: 0.5 s each for epochs 2 to 5
+    assert int(state.epoch) == 5 and Checkpointer(tmp_path).steps() == [2, 4, 5]
+    assert [r["train/seconds"] for r in records] == [0.0, 0.5, 1.0, 1.5, 2.0]
+    # each epoch's decay position: max(epochs before it, seconds before it / 2 s * 20 epochs)
+    positions = [0, 1, 5, 10, 15]
+    expected = [algo.actor_lr + (algo.min_lr - algo.actor_lr) * p / 20 for p in positions]
+    assert [r["actor/lr"] for r in records] == pytest.approx(expected)
+    assert (tmp_path / "policy.msgpack").exists()
+
+    state, _ = train_module.train(dataclasses.replace(CONFIG, algo=algo), tmp_path, resume=True)
+    assert int(state.epoch) == 5 and len(read_records(tmp_path)) == 5  # the budget is spent: nothing to train
+
+    longer = dataclasses.replace(algo, budget_minutes=3.0 / 60)
+    state, _ = train_module.train(dataclasses.replace(CONFIG, algo=longer), tmp_path, resume=True)
+    records = read_records(tmp_path)
+    assert int(state.epoch) == 8 and [r["train/seconds"] for r in records[5:]] == [2.0, 2.5, 3.0]
+    # epoch 6 starts from the checkpoint's 2 s: 2 / 3 of the decay, position 13.33 of 20
+    assert records[5]["actor/lr"] == pytest.approx(algo.actor_lr + (algo.min_lr - algo.actor_lr) * 2 / 3)

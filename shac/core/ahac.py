@@ -11,7 +11,7 @@ Contact-Rich Differentiable Simulation" (ICML 2024). What differs from SHAC:
 - Two critics; the minimum of the two target critics bootstraps the actor and
   the targets (`algo.num_critics=2`, `algo.critic_combine=min`).
 - The critic trains until its loss stops changing (over `PATIENCE` passes), up
-  to `algo.critic_iterations` passes, at a learning rate that decays per epoch.
+  to `algo.critic_iterations` passes.
 """
 
 from __future__ import annotations
@@ -60,19 +60,6 @@ def window_stiffness(window: Window) -> jax.Array:
 class Ahac(Shac):
     """AHAC for one environment and configuration (see the module docstring)."""
 
-    def make_critic_optimizer(self) -> optax.GradientTransformation:
-        """`critic_transform` with its learning rate held in the optimiser state, set per epoch (`fit_critic`).
-
-        The number of critic updates per epoch varies, so the rate cannot follow an update count.
-        """
-        initial = jnp.asarray(self.config.critic_lr, jnp.float32)
-        return optax.inject_hyperparams(self.critic_transform)(learning_rate=initial)
-
-    def critic_learning_rate(self, epoch: jax.Array) -> jax.Array:
-        """Linear from `critic_lr` at epoch 0 to `min_lr` at `max_epochs`."""
-        config = self.config
-        return optax.linear_schedule(config.critic_lr, config.min_lr, config.max_epochs)(epoch)
-
     def init_algo_state(self) -> dict:
         """`horizon`: float32 [] the continuous horizon, from `ahac.min_horizon`."""
         return {"horizon": jnp.asarray(self.config.ahac.min_horizon, jnp.float32)}
@@ -90,7 +77,6 @@ class Ahac(Shac):
         targets: jax.Array,
         weights: jax.Array,
         key: jax.Array,
-        epoch: jax.Array,
     ) -> tuple[Params, optax.OptState, Metrics]:
         """Passes until the loss stops changing, at most `critic_iterations` (see `Shac.fit_critic` for the
         arguments): the fit stops once the loss moved by less than `ahac.critic_tolerance` per pass,
@@ -100,8 +86,6 @@ class Ahac(Shac):
         over several passes keeps that noise from stopping the fit while the loss still falls.
         """
         cap, tolerance = self.config.critic_iterations, self.config.ahac.critic_tolerance
-        hyperparams = {**opt_state.hyperparams, "learning_rate": self.critic_learning_rate(epoch)}
-        opt_state = opt_state._replace(hyperparams=hyperparams)
 
         def improving(carry):
             passes, _, history, _ = carry
@@ -124,7 +108,7 @@ class Ahac(Shac):
         """The horizon's dual step; logs the horizon simulated and the window's stiffness."""
         config = self.config
         stiffness = window_stiffness(window)
-        learning_rate = optax.linear_schedule(config.ahac.horizon_lr, 0.0, config.max_epochs)(state.epoch)
+        learning_rate = self.decayed(config.ahac.horizon_lr, self.decay_position(state), final=0.0)
         horizon = horizon_update(
             state.algo_state["horizon"],
             stiffness,

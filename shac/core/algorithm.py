@@ -46,6 +46,8 @@ class TrainState:
         env_steps: int32 [] environment steps simulated.
         actor_skipped: int32 [] actor updates skipped for non-finite gradients.
         critic_skipped: int32 [] critic minibatch updates skipped likewise.
+        train_seconds: float32 [] training seconds before this epoch, counted by the training loop under
+            `algo.budget_minutes` (`shac.run.budget.TrainingClock`); 0 without a budget.
         algo_state: what an algorithm adds (AHAC's horizon, SAPO's temperature); empty for SHAC.
     """
 
@@ -62,6 +64,7 @@ class TrainState:
     env_steps: jax.Array
     actor_skipped: jax.Array
     critic_skipped: jax.Array
+    train_seconds: jax.Array
     algo_state: dict = struct.field(default_factory=dict)
 
 
@@ -85,13 +88,13 @@ class Shac:
         )
         critic = Critic if config.num_critics == 1 else CriticEnsemble
         self.critic = critic(hidden=tuple(config.critic_hidden), activation=config.activation)
-        self.actor_lr = optax.linear_schedule(config.actor_lr, config.min_lr, config.max_epochs)
-        critic_updates_per_epoch = config.critic_iterations * config.critic_minibatches
-        self.critic_lr = optax.linear_schedule(
-            config.critic_lr, config.min_lr, config.max_epochs * critic_updates_per_epoch
+        # The learning rates live in the optimiser states, set each epoch from `decay_position`.
+        self.actor_optimizer = optax.inject_hyperparams(self.actor_transform)(
+            learning_rate=jnp.asarray(config.actor_lr, jnp.float32)
         )
-        self.actor_optimizer = optax.chain(optax.clip_by_global_norm(config.actor_grad_norm), self.adam(self.actor_lr))
-        self.critic_optimizer = self.make_critic_optimizer()
+        self.critic_optimizer = optax.inject_hyperparams(self.critic_transform)(
+            learning_rate=jnp.asarray(config.critic_lr, jnp.float32)
+        )
 
     def adam(self, learning_rate: optax.ScalarOrSchedule) -> optax.GradientTransformation:
         """Adam with the config's betas, or AdamW when `weight_decay` > 0."""
@@ -100,19 +103,30 @@ class Shac:
             return optax.adamw(learning_rate, config.adam_b1, config.adam_b2, weight_decay=config.weight_decay)
         return optax.adam(learning_rate, b1=config.adam_b1, b2=config.adam_b2)
 
+    def actor_transform(self, learning_rate: optax.ScalarOrSchedule) -> optax.GradientTransformation:
+        """`adam` on `learning_rate`, after a global-norm clip at `actor_grad_norm`."""
+        return optax.chain(optax.clip_by_global_norm(self.config.actor_grad_norm), self.adam(learning_rate))
+
     def critic_transform(self, learning_rate: optax.ScalarOrSchedule) -> optax.GradientTransformation:
         """`adam` on `learning_rate`, after a global-norm clip if `critic_grad_norm` > 0."""
         if self.config.critic_grad_norm > 0:
             return optax.chain(optax.clip_by_global_norm(self.config.critic_grad_norm), self.adam(learning_rate))
         return self.adam(learning_rate)
 
-    def make_critic_optimizer(self) -> optax.GradientTransformation:
-        """The critic's optimiser: `critic_transform` on the `critic_lr` schedule (it counts updates)."""
-        return self.critic_transform(self.critic_lr)
+    def decay_position(self, state: TrainState) -> jax.Array:
+        """float32 []: how far the learning-rate decays are at the start of this epoch, in epochs of
+        `max_epochs`: the epochs completed or, under `algo.budget_minutes`, the share of the budget spent
+        (`state.train_seconds`) times `max_epochs` where that is further."""
+        position = state.epoch.astype(jnp.float32)
+        if self.config.budget_minutes is None:
+            return position
+        spent = state.train_seconds / (60.0 * self.config.budget_minutes)
+        return jnp.maximum(position, spent * self.config.max_epochs)
 
-    def critic_learning_rate(self, epoch: jax.Array) -> jax.Array:
-        """The critic's learning rate at the start of `epoch` (for the metrics)."""
-        return self.critic_lr(epoch * self.config.critic_iterations * self.config.critic_minibatches)
+    def decayed(self, initial: float, position: jax.Array, final: float | None = None) -> jax.Array:
+        """float32 []: `initial` decayed linearly to `final` (default `min_lr`) over `max_epochs`, at `position`."""
+        final = self.config.min_lr if final is None else final
+        return optax.linear_schedule(initial, final, self.config.max_epochs)(position)
 
     def init_algo_state(self) -> dict:
         """The algorithm's own state (`TrainState.algo_state`); SHAC has none."""
@@ -139,6 +153,7 @@ class Shac:
             env_steps=jnp.zeros((), jnp.int32),
             actor_skipped=jnp.zeros((), jnp.int32),
             critic_skipped=jnp.zeros((), jnp.int32),
+            train_seconds=jnp.zeros((), jnp.float32),
             algo_state=self.init_algo_state(),
         )
 
@@ -276,20 +291,17 @@ class Shac:
         targets: jax.Array,
         weights: jax.Array,
         key: jax.Array,
-        epoch: jax.Array,
     ) -> tuple[Params, optax.OptState, Metrics]:
         """Minibatch regression of the critic onto `targets`: `critic_iterations` passes.
 
         Args:
             obs: float32 [M, obs_dim] normalised observations, M = N * h.
             targets, weights: float32 [M] (see `critic_pass`).
-            epoch: int32 [] epochs completed before this one.
 
         Returns:
             New parameters and optimiser state; `loss` (mean of the last pass),
             `skipped` (minibatch updates with non-finite gradients) and `iterations` (passes).
         """
-        del epoch
 
         def iteration(carry, key):
             return self.critic_pass(carry, key, obs, targets, weights)
@@ -337,19 +349,18 @@ class Shac:
         return combined, {"actor/env_grad_spread": spread}
 
     def critic_step(
-        self, state: TrainState, window: Window, key: jax.Array
+        self, state: TrainState, window: Window, key: jax.Array, learning_rate: jax.Array
     ) -> tuple[Params, optax.OptState, Metrics, jax.Array]:
-        """The critic regressed onto the window's targets (`fit_critic` on its N * h samples): new
-        parameters, optimiser state, the fit's metrics and the targets, float32 [h, N]."""
+        """The critic regressed onto the window's targets (`fit_critic` on its N * h samples) at
+        `learning_rate`: new parameters, optimiser state, the fit's metrics and the targets, float32 [h, N]."""
         targets = self.critic_targets(window, state)
         params, opt_state, metrics = self.fit_critic(
             state.critic_params,
-            state.critic_opt_state,
+            with_learning_rate(state.critic_opt_state, learning_rate),
             window.obs.reshape(-1, window.obs.shape[-1]),
             targets.reshape(-1),
             window.active.reshape(-1),
             key,
-            state.epoch,
         )
         return params, opt_state, metrics, targets
 
@@ -376,7 +387,10 @@ class Shac:
         grad_norm = optax.global_norm(grads)
         actor_finite = jnp.isfinite(grad_norm)
         frozen = state.epoch < config.critic_warmup_epochs  # the critic's warm-up: no actor update yet
-        updates, actor_opt_state = self.actor_optimizer.update(grads, state.actor_opt_state, state.actor_params)
+        position = self.decay_position(state)
+        actor_lr, critic_lr = self.decayed(config.actor_lr, position), self.decayed(config.critic_lr, position)
+        actor_opt_state = with_learning_rate(state.actor_opt_state, actor_lr)
+        updates, actor_opt_state = self.actor_optimizer.update(grads, actor_opt_state, state.actor_params)
         actor_params, actor_opt_state = _select(
             actor_finite & ~frozen,
             (optax.apply_updates(state.actor_params, updates), actor_opt_state),
@@ -385,7 +399,9 @@ class Shac:
 
         # Critic: regress onto the window's targets, then move the target critic.
         window = jax.lax.stop_gradient(window)
-        critic_params, critic_opt_state, critic_metrics, targets = self.critic_step(state, window, critic_key)
+        critic_params, critic_opt_state, critic_metrics, targets = self.critic_step(
+            state, window, critic_key, critic_lr
+        )
         target_critic_params = self.target_update(state.target_critic_params, critic_params)
 
         algo_state, algo_metrics = self.after_epoch(state, window)
@@ -409,6 +425,7 @@ class Shac:
             env_steps=state.env_steps + active_steps.astype(jnp.int32),
             actor_skipped=state.actor_skipped + (~actor_finite).astype(jnp.int32),
             critic_skipped=state.critic_skipped + critic_skipped,
+            train_seconds=state.train_seconds,
             algo_state=algo_state,
         )
         _, log_std = self.policy(actor_params)(jnp.zeros((self.env.observation_size,)))
@@ -418,13 +435,13 @@ class Shac:
             "actor/clipped": (grad_norm > config.actor_grad_norm).astype(jnp.float32),
             "actor/skipped": (~actor_finite).astype(jnp.float32),
             "actor/frozen": frozen.astype(jnp.float32),
-            "actor/lr": self.actor_lr(state.epoch),
+            "actor/lr": actor_lr,
             "actor/std": jnp.exp(log_std).mean(),
             "actor/saturation": self.saturation(state.actor_params, window.obs, window.active),
             "actor/state_grad_growth": state_gradient_growth(probe_grads, window.active),
             "critic/loss": critic_metrics["loss"],
             "critic/skipped": critic_metrics["skipped"].astype(jnp.float32),
-            "critic/lr": self.critic_learning_rate(state.epoch),
+            "critic/lr": critic_lr,
             "critic/iterations": critic_metrics["iterations"],
             "critic/target_mean": (targets * window.active).sum() / active_steps,
             "train/reward": window.rewards.sum() / active_steps,
@@ -451,6 +468,11 @@ def clipped_sum(shares: Params, quantile: float) -> tuple[Params, jax.Array]:
     bound = jnp.quantile(norms, quantile)
     scale = jnp.where(norms > bound, bound / jnp.where(norms > bound, norms, 1.0), 1.0)
     return jax.tree.map(lambda g: jnp.tensordot(scale, g, axes=1), shares), norms.max() / bound
+
+
+def with_learning_rate(opt_state: optax.OptState, learning_rate: jax.Array) -> optax.OptState:
+    """An `optax.inject_hyperparams` state with its `learning_rate` set to `learning_rate` (float32 [])."""
+    return opt_state._replace(hyperparams={**opt_state.hyperparams, "learning_rate": learning_rate})
 
 
 def strongly_typed(tree):

@@ -216,6 +216,7 @@ class Tracker:
         self._file = self._wandb_run = self._progress = None
         self._printed_epoch = start_epoch
         self._pace, self._returns = Pace(), RecentReturns(config.algo.num_envs)
+        self._budget_left_s: float | None = None
         self._lines = write and config.logger.progress and not sys.stdout.isatty()
         if not write:
             return
@@ -267,14 +268,21 @@ class Tracker:
         elif self._lines:
             print(line, flush=True)
 
-    def epoch_done(self, epoch: int, env_steps: int, metrics: dict[str, float]) -> None:
-        """Notes that `epoch` has ended, at `env_steps` in all, with its metrics as numbers (before `log`)."""
+    def epoch_done(
+        self, epoch: int, env_steps: int, metrics: dict[str, float], budget_left_s: float | None = None
+    ) -> None:
+        """Notes that `epoch` has ended, at `env_steps` in all, with its metrics as numbers (before `log`),
+        and the training seconds left of `algo.budget_minutes` (None without a budget), which cap the ETA."""
         self._pace.add(epoch, env_steps, time.perf_counter())
         self._returns.add(float(metrics["train/episodes"]), float(metrics["train/episode_return"]))
+        self._budget_left_s = budget_left_s
 
     def _eta(self, epoch: int) -> float | None:
         per_epoch = self._pace.seconds_per_epoch()
-        return None if per_epoch is None else per_epoch * max(self.config.algo.max_epochs - epoch, 0)
+        if per_epoch is None:
+            return None
+        eta = per_epoch * max(self.config.algo.max_epochs - epoch, 0)
+        return eta if self._budget_left_s is None else min(eta, self._budget_left_s)
 
     def log(self, epoch: int, env_steps: int, metrics: dict[str, float]) -> dict:
         """Records one epoch's metrics; returns the record written."""

@@ -20,6 +20,7 @@ from shac.config import ConfigError, TrainConfig, make_env
 from shac.core.algorithm import Shac, TrainState
 from shac.core.algorithms import make_algorithm
 from shac.run import parallel
+from shac.run.budget import TrainingClock
 from shac.run.checkpoint import Checkpointer
 from shac.run.evaluate import evaluate, run_episode, summarize
 from shac.run.run_dir import RunLock, check_fresh
@@ -199,6 +200,13 @@ def _seed_keys(seed: int, mesh: jax.sharding.Mesh) -> jax.Array:
     return jax.random.wrap_key_data(jax.device_put(keys, parallel.replicated(mesh)))
 
 
+def _process_zero(value: float) -> float:
+    """Process 0's `value` on every process (one clock decides for all of them)."""
+    if jax.process_count() == 1:
+        return value
+    return float(multihost_utils.broadcast_one_to_all(np.float32(value)))
+
+
 def _any_process(signal_number: int | None) -> int | None:
     """The stop signal if any process received one (every process gets the same answer), else None."""
     if jax.process_count() == 1:
@@ -216,7 +224,8 @@ def _loop(
     eval_key: jax.Array,
     checkpointer: Checkpointer,
 ) -> tuple[TrainState, dict]:
-    """Runs the epochs after `state.epoch`; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint.
+    """Runs the epochs after `state.epoch` up to `algo.max_epochs`, or until `algo.budget_minutes` of training
+    are spent; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint.
 
     The first epoch's call is timed on its own: its wall time, XLA compilation
     included, is reported as `compiled in 41 s` and kept out of the progress's
@@ -228,6 +237,10 @@ def _loop(
     of this launch was bad, the last good state is checkpointed and
     TrainingDiverged raised (so one extra training state stays in device
     memory while bad epochs go on).
+
+    Under a budget, each epoch's training time (`TrainingClock`, process 0's)
+    goes into `state.train_seconds` before anything is checkpointed, so the
+    learning rates' decay and a resumed run go on from it.
     """
     env = shac.env
     primary = jax.process_index() == 0
@@ -237,16 +250,25 @@ def _loop(
     eval_fn = jax.jit(partial(evaluate, env, shac.actor, episodes=config.eval.episodes))
     episode_fn = jax.jit(partial(run_episode, env, shac.actor))
     start, max_epochs = int(state.epoch), config.algo.max_epochs
+    clock = TrainingClock(config.algo.budget_minutes, float(state.train_seconds))
     every, video_every, checkpoint_every = config.eval.every, config.logger.video_every, config.checkpoint.every
     with Tracker(config, run_dir, start_epoch=start, write=primary) as tracker, _StopSignals() as stop:
-        for epoch in range(start + 1, max_epochs + 1):
+        epoch = start
+        while epoch < max_epochs and not clock.spent:
+            epoch += 1
             began = time.perf_counter()
             state, metrics = epoch_fn(state)
             host_metrics = jax.device_get(metrics)  # waits for the epoch
+            seconds = time.perf_counter() - began
             if epoch == start + 1:
-                tracker.compiled(time.perf_counter() - began)
-            tracker.epoch_done(epoch, int(state.env_steps), host_metrics)
-            last = epoch == max_epochs
+                tracker.compiled(seconds)
+            clock.epoch_done(seconds)
+            if clock.budget_s is not None:
+                clock.trained_s = _process_zero(clock.trained_s)
+                trained = jax.device_put(np.float32(clock.trained_s), parallel.replicated(mesh))
+                state = state.replace(train_seconds=trained)
+            tracker.epoch_done(epoch, int(state.env_steps), host_metrics, clock.seconds_left)
+            last = epoch == max_epochs or clock.spent
             reason = bad_epoch_reason(host_metrics, num_envs)
             if reason:
                 bad_epochs += 1
@@ -258,6 +280,8 @@ def _loop(
                 good_state, bad_epochs = state, 0
                 tracker.warn("")
             metrics = {**metrics, "train/bad_epochs": bad_epochs}
+            if clock.budget_s is not None:
+                metrics["train/seconds"] = clock.trained_s
             epoch_eval_key, video_key = jax.random.split(jax.random.fold_in(eval_key, epoch))
             if (every and epoch % every == 0) or last:
                 evaluation = eval_fn(state.actor_params, state.normalizer, epoch_eval_key)
@@ -278,8 +302,8 @@ def _loop(
                 checkpointer.wait_until_finished()
                 raise TrainingInterrupted(stopping, epoch, run_dir)
         checkpointer.wait_until_finished()
-        if max_epochs in checkpointer.steps():
-            tracker.log_artifact("checkpoint", "checkpoint", [checkpointer.path(max_epochs)])
+        if epoch in checkpointer.steps():
+            tracker.log_artifact("checkpoint", "checkpoint", [checkpointer.path(epoch)])
         if primary:
             save_policy(run_dir, state.actor_params, state.normalizer)
         tracker.log_artifact("policy", "model", [run_dir / POLICY_FILE, run_dir / CONFIG_FILE])

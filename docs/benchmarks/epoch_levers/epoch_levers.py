@@ -52,7 +52,7 @@ def critic_levers(env, config) -> None:
     for label, cls in (("Adam leaf by leaf", Shac), ("Adam on one flattened vector", FlatAdamShac)):
         shac = cls(config, env)
         init = shac.critic.init(jax.random.key(0), obs[0])
-        fn = jax.jit(lambda p, o, s=shac: s.fit_critic(p, o, obs, targets, weights, key, jnp.int32(0))[0])
+        fn = jax.jit(lambda p, o, s=shac: s.fit_critic(p, o, obs, targets, weights, key)[0])
         calls[f"critic fit, {label}"] = (fn, (init, shac.critic_optimizer.init(init)))
         params[label] = fn(init, shac.critic_optimizer.init(init))
     for name, ms in medians(calls).items():

@@ -179,10 +179,9 @@ class BenchmarkConfig(TrainConfig):
     shac_eval_every_steps: int = 65_536
     """learning: SHAC's environment steps between evaluations (rounded up to whole epochs)."""
     shac_budget_schedule: bool = False
-    """learning: end SHAC's (AHAC's, SAPO's) learning-rate decay within the budget: each run's
-    `algo.max_epochs` is lowered to the epochs `budget_minutes` reach on this machine where those are
-    fewer (at least 10 epochs and 5 s timed before the run, which then starts fresh); results.json
-    records both as the run's `max_epochs` and `budget_epochs`."""
+    """learning: end SHAC's (AHAC's, SAPO's) learning-rate decay within the budget: each run trains with
+    `algo.budget_minutes` = `budget_minutes`, so its rates decay on its own training clock (or over
+    `algo.max_epochs` where that ends first); results.json records `lr_decay: budget` for the run."""
     eval_episodes: int = 16
     """Episodes per evaluation (the same deterministic evaluation for every method)."""
     from_results: str = ""

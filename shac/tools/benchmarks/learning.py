@@ -16,7 +16,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import jax
@@ -29,18 +29,16 @@ from brax.training.agents.ppo import train as ppo_train
 from envs import MjxEnv
 from envs.private_apis import brax_apg_evaluations
 from shac.config import AlgoConfig
+from shac.core.algorithm import TrainState
 from shac.core.algorithms import make_algorithm
 from shac.core.networks import act
+from shac.run.budget import TrainingClock
 from shac.run.evaluate import evaluate_policy
 from shac.tools.benchmarks.clock import BudgetClock, BudgetSpent
 from shac.tools.benchmarks.config import APGConfig, PPOConfig
 
 MAX_INTERVALS = 100_000
 """Evaluation intervals the brax methods are sized for; the budget always stops them long before."""
-CALIBRATION_EPOCHS = 10
-"""Epochs timed at least, after two that compile and warm up, to size SHAC's schedule to a budget..."""
-CALIBRATION_S = 5.0
-"""... and seconds timed at least (10 epochs of a fast task take under a second, too short to time)."""
 
 
 @dataclass(frozen=True)
@@ -163,38 +161,14 @@ def retime(run: dict) -> dict:
     return {**run, "records": records, "compile_s": clock.compile_s}
 
 
-def epochs_in_budget(env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float) -> int:
-    """The epochs of `config` that `budget_s` seconds of training reach here, at the rate of epochs timed
-    one by one (as the benchmark trains: it reads each epoch's step count) for at least
-    `CALIBRATION_EPOCHS` epochs and `CALIBRATION_S` seconds, after two that compile and warm up, from
-    `seed`'s initial state (then thrown away)."""
-    shac = make_algorithm(config, env)
-    epoch = jax.jit(shac.epoch)
-    state = jax.jit(shac.init)(jax.random.key(seed))
-    for _ in range(2):
-        state, _ = epoch(state)
-    jax.block_until_ready(state)
-    epochs, elapsed, start = 0, 0.0, time.perf_counter()
-    while epochs < CALIBRATION_EPOCHS or elapsed < CALIBRATION_S:
-        state, _ = epoch(state)
-        jax.block_until_ready(state)
-        epochs, elapsed = epochs + 1, time.perf_counter() - start
-    return max(1, round(budget_s * epochs / elapsed))
-
-
-def schedule_within_budget(env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float) -> tuple[AlgoConfig, int]:
-    """`config` with its learning-rate decay ended within `budget_s`: `max_epochs` lowered to the epochs
-    the budget reaches (`epochs_in_budget`) where those are fewer, never raised; and those epochs."""
-    reached = epochs_in_budget(env, config, seed, budget_s)
-    return replace(config, max_epochs=min(config.max_epochs, reached)), reached
-
-
 def train_shac(
     env: MjxEnv, config: AlgoConfig, seed: int, budget_s: float, episodes: int, eval_every_steps: int
 ) -> RunResult:
     """SHAC, or the successor `config.name` names, with `config`, evaluated every `eval_every_steps`
-    (whole epochs; AHAC's shorter windows count the steps they simulate)."""
+    (whole epochs; AHAC's shorter windows count the steps they simulate). Under `config.budget_minutes`
+    each epoch's wall time goes into `TrainState.train_seconds`, as in `launch/train.py`."""
     shac = make_algorithm(config, env)
+    clock = TrainingClock(config.budget_minutes)
 
     def make_policy(params):
         actor_params, normalizer = params
@@ -204,12 +178,20 @@ def train_shac(
     recorder = Recorder(env, config.name, "paper", seed, budget_s, episodes, make_policy)
     state = jax.jit(shac.init)(jax.random.key(seed))
     epoch = jax.jit(shac.epoch)
+
+    def train_epoch(state: TrainState) -> TrainState:
+        began = time.perf_counter()
+        state, _ = epoch(state)
+        jax.block_until_ready(state.env_steps)
+        clock.epoch_done(time.perf_counter() - began)
+        return state if clock.budget_s is None else state.replace(train_seconds=jnp.float32(clock.trained_s))
+
     with contextlib.suppress(BudgetSpent):
         recorder(0, (state.actor_params, state.normalizer))
         while True:
             next_evaluation = int(state.env_steps) + eval_every_steps
             while int(state.env_steps) < next_evaluation:  # AHAC's epochs simulate a varying number of steps
-                state, _ = epoch(state)
+                state = train_epoch(state)
             recorder(int(state.env_steps), (state.actor_params, state.normalizer))
     return recorder.result()
 

@@ -31,6 +31,7 @@ import time
 from dataclasses import replace
 
 import jax
+import jax.numpy as jnp
 import optax
 from brax.training.agents.apg import train as apg_train
 
@@ -81,7 +82,7 @@ def epoch_parts(shac: Shac, state: TrainState) -> dict:
         return optax.apply_updates(state.actor_params, updates), opt_state
 
     def critic_fit(state, window):
-        return shac.critic_step(state, window, critic_key)
+        return shac.critic_step(state, window, critic_key, jnp.float32(shac.config.critic_lr))
 
     def target_update(state):
         return shac.target_update(state.target_critic_params, state.critic_params)
