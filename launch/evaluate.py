@@ -9,7 +9,8 @@ the episodes run under the physical contact model (smoothing none), for a run
 trained with softened contacts. With real=<file> (a YAML file of
 `element:name:attribute: value`, shac/run/real.py) the episodes run on the run's
 model with those values written in, without the run's randomisation: a stand-in
-for the real robot. The work is `shac.run.commands.evaluate_run`.
+for the real robot. With episode_length=<steps> the episodes last that many
+steps instead of the run's `env.episode_length`. The work is `shac.run.commands.evaluate_run`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from launch import cli
 
 USAGE = (
     "usage: python launch/evaluate.py run_dir=<dir> [checkpoint=<epoch>] [episodes=16] [seed=0] [video=false]"
-    " [physical=false] [real=<file.yaml>]"
+    " [physical=false] [real=<file.yaml>] [episode_length=<steps>]"
 )
 
 
@@ -46,6 +47,8 @@ class EvaluateArgs:
     real: str | None = None
     """A real file (element:name:attribute: value per line, shac/run/real.py): evaluate on the model with these
     values, not on the run's own (nominal or randomised) model."""
+    episode_length: int | None = None
+    """Steps per episode; None: the run's own `env.episode_length`."""
 
 
 if __name__ == "__main__":

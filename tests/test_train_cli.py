@@ -10,6 +10,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from shac.run.commands import evaluate_run
 from shac.run.export import policy_function
 from shac.run.serialization import load_run_policy
 from tests.conftest import run_cli as run
@@ -62,12 +63,13 @@ def test_evaluate_cli_prints_a_json_line(pendulum_run):
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # imageio reads through an ffmpeg subprocess
-def test_evaluate_cli_evaluates_a_checkpoint_and_writes_its_video(pendulum_run):
-    line = run("launch/evaluate.py", f"run_dir={pendulum_run}", "checkpoint=50", "episodes=4", "video=true")
+def test_evaluate_cli_evaluates_a_checkpoint_over_episodes_of_a_given_length_and_writes_its_video(pendulum_run):
+    args = ["checkpoint=50", "episodes=4", "video=true", "episode_length=60"]
+    line = run("launch/evaluate.py", f"run_dir={pendulum_run}", *args)
     summary = json.loads(line.strip().splitlines()[-1])
-    assert summary["episodes"] == 4
+    assert (summary["episodes"], summary["mean_length"]) == (4, 60.0)  # the run's episodes last 100 steps
     video = iio.imread(summary["video"])
-    assert video.shape[0] == 101  # the initial state and 100 steps
+    assert video.shape[0] == 61  # the initial state and 60 steps
     assert summary["video"] == str(pendulum_run / "videos" / "evaluate_50_seed0.mp4")
 
 
@@ -80,6 +82,11 @@ def test_a_softened_run_is_evaluated_under_the_physical_contact_model_on_request
     assert (trained.env.smoothing.mode, physical.env.smoothing.mode) == ("soft", "none")
     assert physical.config.smoothing.mode == "none"
     jax.tree.map(np.testing.assert_array_equal, trained.actor_params, physical.actor_params)
+
+
+def test_evaluate_refuses_an_episode_length_below_one_before_loading_the_run(tmp_path):
+    with pytest.raises(ValueError, match=r"episode_length must be >= 1 .* got 0"):
+        evaluate_run(str(tmp_path), episode_length=0)
 
 
 def test_export_cli_writes_a_policy_onnxruntime_runs_like_jax(pendulum_run):

@@ -26,6 +26,7 @@ def evaluate_run(
     video_path: str | None = None,
     physical: bool = False,
     real: str | None = None,
+    episode_length: int | None = None,
 ) -> dict:
     """The deterministic policy's returns over `episodes` full episodes of the run's environment.
 
@@ -42,19 +43,23 @@ def evaluate_run(
             the run trained with a softened one.
         real: a real file (`shac.run.real`): the episodes run on the run's model with its
             values written in, without the run's randomisation.
+        episode_length: steps per episode (>= 1); None: the run's `env.episode_length`
+            (a run trained on short episodes is evaluated on the task's full ones so).
 
     Returns:
         {"mean_return", "std_return", "episodes", "mean_length", "terminated"} (`summarize`),
         with `real`, "real" (its path) and, with `video`, "video" (the mp4's path).
 
     Raises:
-        ValueError: episodes < 1, or a real file that does not fit the run's model.
+        ValueError: episodes or episode_length < 1, or a real file that does not fit the run's model.
         FileNotFoundError, CheckpointError: no policy or no real file to load.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if episode_length is not None and episode_length < 1:
+        raise ValueError(f"episode_length must be >= 1 (or null: the run's own), got {episode_length}")
     real_values = load_real(real) if real else None  # its form, before the run is loaded
-    policy = load_run_policy(Path(run_dir), checkpoint, physical)
+    policy = load_run_policy(Path(run_dir), checkpoint, physical, episode_length)
     env, key = policy.env, jax.random.key(seed)
     if real_values is not None:
         env = real_env(policy.config, real_values, policy.env.mj_model, real)

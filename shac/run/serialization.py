@@ -102,11 +102,15 @@ class RunPolicy:
     source: Path
 
 
-def load_run_policy(run_dir: Path, checkpoint: int | None = None, physical: bool = False) -> RunPolicy:
+def load_run_policy(
+    run_dir: Path, checkpoint: int | None = None, physical: bool = False, episode_length: int | None = None
+) -> RunPolicy:
     """The policy of a run: its checkpoint `checkpoint`, else `policy.msgpack`, else its newest checkpoint.
 
     With `physical`, `RunPolicy.env` simulates the physical contact model
-    (`smoothing.mode=none`) whatever contact model the run trained with.
+    (`smoothing.mode=none`) whatever contact model the run trained with; with
+    `episode_length`, its episodes last that many steps instead of the run's
+    `env.episode_length` (`RunPolicy.config` says so too).
 
     Raises:
         FileNotFoundError: no `config.json` in `run_dir`.
@@ -118,6 +122,8 @@ def load_run_policy(run_dir: Path, checkpoint: int | None = None, physical: bool
     config = load_config(run_dir)
     if physical:
         config = dataclasses.replace(config, smoothing=Smoothing())
+    if episode_length is not None:
+        config = dataclasses.replace(config, env=dataclasses.replace(config.env, episode_length=episode_length))
     env = make_env(config.env, config.randomization, config.smoothing)
     shac = make_algorithm(config.algo, env)
     abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
