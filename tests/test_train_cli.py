@@ -64,12 +64,12 @@ def test_evaluate_cli_prints_a_json_line(pendulum_run):
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # imageio reads through an ffmpeg subprocess
 def test_evaluate_cli_evaluates_a_checkpoint_over_episodes_of_a_given_length_and_writes_its_video(pendulum_run):
-    args = ["checkpoint=50", "episodes=4", "video=true", "episode_length=60"]
+    args = ["checkpoint=50", "episodes=4", "video=true", "episode_length=20"]  # shorter than the run's window too
     line = run("launch/evaluate.py", f"run_dir={pendulum_run}", *args)
     summary = json.loads(line.strip().splitlines()[-1])
-    assert (summary["episodes"], summary["mean_length"]) == (4, 60.0)  # the run's episodes last 100 steps
+    assert (summary["episodes"], summary["mean_length"]) == (4, 20.0)  # the run's episodes last 100 steps
     video = iio.imread(summary["video"])
-    assert video.shape[0] == 61  # the initial state and 60 steps
+    assert video.shape[0] == 21  # the initial state and 20 steps
     assert summary["video"] == str(pendulum_run / "videos" / "evaluate_50_seed0.mp4")
 
 

@@ -110,7 +110,8 @@ def load_run_policy(
     With `physical`, `RunPolicy.env` simulates the physical contact model
     (`smoothing.mode=none`) whatever contact model the run trained with; with
     `episode_length`, its episodes last that many steps instead of the run's
-    `env.episode_length` (`RunPolicy.config` says so too).
+    `env.episode_length` (shorter than the run's window too: `RunPolicy.config`
+    stays the run's).
 
     Raises:
         FileNotFoundError: no `config.json` in `run_dir`.
@@ -122,9 +123,10 @@ def load_run_policy(
     config = load_config(run_dir)
     if physical:
         config = dataclasses.replace(config, smoothing=Smoothing())
+    env_config = config.env
     if episode_length is not None:
-        config = dataclasses.replace(config, env=dataclasses.replace(config.env, episode_length=episode_length))
-    env = make_env(config.env, config.randomization, config.smoothing)
+        env_config = dataclasses.replace(env_config, episode_length=episode_length)
+    env = make_env(env_config, config.randomization, config.smoothing)
     shac = make_algorithm(config.algo, env)
     abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
     policy_file = run_dir / POLICY_FILE
