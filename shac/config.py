@@ -105,6 +105,10 @@ class EnvConfig:
         """Control steps per episode of this environment, from its class (no model is built); None if undeclared."""
         return self.episode_length if self.episode_length is not None else envs.declared_episode_length(self.name)
 
+    def with_episode_length(self, episode_length: int | None) -> "EnvConfig":
+        """This config with episodes of `episode_length` steps; itself when None."""
+        return self if episode_length is None else dataclasses.replace(self, episode_length=episode_length)
+
 
 @dataclass(frozen=True)
 class AhacConfig:

@@ -109,6 +109,8 @@ def test_the_real_environment_has_the_real_values_in_its_model_and_drops_the_run
     real = load_real(str(CARTPOLE_REAL))
     env = real_env(config, real, CARTPOLE.mj_model, str(CARTPOLE_REAL))
     assert [parameter.key for parameter in env.randomized] == list(real)
+    shorter = real_env(config, real, CARTPOLE.mj_model, str(CARTPOLE_REAL), episode_length=7)
+    assert (env.episode_length, shorter.episode_length) == (CARTPOLE.episode_length, 7)
     states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 3))
     pole, hinge = 2, 1  # body ids world, cart, pole; dofs slider, hinge
     for i in range(3):

@@ -62,7 +62,7 @@ def evaluate_run(
     policy = load_run_policy(Path(run_dir), checkpoint, physical, episode_length)
     env, key = policy.env, jax.random.key(seed)
     if real_values is not None:
-        env = real_env(policy.config, real_values, policy.env.mj_model, real)
+        env = real_env(policy.config, real_values, policy.env.mj_model, real, episode_length)
     evaluation = jax.jit(evaluate, static_argnums=(0, 1, 5))(
         env, policy.actor, policy.actor_params, policy.normalizer, key, episodes
     )

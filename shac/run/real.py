@@ -90,7 +90,13 @@ def real_randomization(values: Mapping[str, float]) -> RandomizationConfig:
     return RandomizationConfig(mode="uniform", ranges={key: [value, value] for key, value in values.items()})
 
 
-def real_env(config: TrainConfig, values: Mapping[str, float], model: mujoco.MjModel, source: str) -> MjxEnv:
+def real_env(
+    config: TrainConfig,
+    values: Mapping[str, float],
+    model: mujoco.MjModel,
+    source: str,
+    episode_length: int | None = None,
+) -> MjxEnv:
     """`config`'s environment (its options and contact smoothing) with `values` in every episode's model.
 
     The run's own randomisation is left out: the real system is one model.
@@ -100,9 +106,10 @@ def real_env(config: TrainConfig, values: Mapping[str, float], model: mujoco.MjM
         values: the real file's values (`load_real`).
         model: the run's compiled nominal model, against which `values` are checked.
         source: the real file's path, for the messages.
+        episode_length: steps per episode; None: the run's `env.episode_length`.
 
     Raises:
         ValueError: a key or value that does not fit `model` (`check_real`).
     """
     check_real(values, model, source)
-    return make_env(config.env, real_randomization(values), config.smoothing)
+    return make_env(config.env.with_episode_length(episode_length), real_randomization(values), config.smoothing)

@@ -123,10 +123,7 @@ def load_run_policy(
     config = load_config(run_dir)
     if physical:
         config = dataclasses.replace(config, smoothing=Smoothing())
-    env_config = config.env
-    if episode_length is not None:
-        env_config = dataclasses.replace(env_config, episode_length=episode_length)
-    env = make_env(env_config, config.randomization, config.smoothing)
+    env = make_env(config.env.with_episode_length(episode_length), config.randomization, config.smoothing)
     shac = make_algorithm(config.algo, env)
     abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
     policy_file = run_dir / POLICY_FILE
