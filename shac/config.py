@@ -215,6 +215,11 @@ class AlgoConfig:
     envs' gradient norms before the shares are summed, so the few envs whose gradient explodes through their
     contacts cannot set the step's direction alone (0.5: at the median; 1: no clipping). The backward pass then
     keeps one copy of the actor's parameter gradient per env."""
+    state_grad_decay: float = 1.0
+    """d in (0, 1]: the gradient flowing back from each step of the window into the state it starts from (the
+    simulator's state and the observation) is multiplied by d (the forward pass is unchanged), so a reward k
+    steps after an action moves it with weight d^k: a soft truncation of the window, for any env. 1 (default) is
+    the exact gradient. `smoothing.state_grad_decay` scales the simulator's state alone, at each physics step."""
     remat_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
     recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);
@@ -298,6 +303,10 @@ class AlgoConfig:
         _check(
             0.0 <= self.actor_env_clip_quantile <= 1.0,
             f"algo.actor_env_clip_quantile must be 0 (off) or in (0, 1], got {self.actor_env_clip_quantile}",
+        )
+        _check(
+            0.0 < self.state_grad_decay <= 1.0,
+            f"algo.state_grad_decay must be in (0, 1] (1: the exact gradient), got {self.state_grad_decay}",
         )
         _check(
             self.remat_every >= 0 and (self.remat_every == 0 or self.horizon % self.remat_every == 0),

@@ -183,6 +183,18 @@ def test_action_mean_penalty_adds_c_times_the_mean_squared_pre_squash_mean():
     assert all(np.isfinite(x).all() for x in leaves(grad))
 
 
+def test_a_state_gradient_decay_keeps_the_loss_and_changes_only_the_gradient():
+    plain, decayed, state, reset_states, key = plain_and_changed(state_grad_decay=0.5)
+
+    def loss_and_gradient(shac):
+        return jax.value_and_grad(lambda p: shac.actor_objective(p, state, reset_states, key)[0])(state.actor_params)
+
+    (loss, grad), (decayed_loss, decayed_grad) = loss_and_gradient(plain), loss_and_gradient(decayed)
+    assert float(decayed_loss) == float(loss)  # the forward pass is untouched
+    differences = [float(jnp.abs(a - b).max()) for a, b in zip(leaves(grad), leaves(decayed_grad), strict=True)]
+    assert max(differences) > 1e-3  # the rewards after each action reach it through the decayed state
+
+
 def test_saturation_counts_means_that_squash_past_0_95():
     shac = Shac(CONFIG, LineEnv())
     params = shac.init(jax.random.key(0)).actor_params

@@ -88,6 +88,7 @@ def test_command_line_overrides_win_over_env_defaults():
             r"algo.actor_env_clip_quantile must be 0 \(off\) or in \(0, 1\], got 1.5",
         ),
         ("algo.remat_every=5", r"algo.remat_every=5 must be 0 \(off\) or divide algo.horizon=32"),
+        ("algo.state_grad_decay=0", r"algo.state_grad_decay must be in \(0, 1\] \(1: the exact gradient\), got 0.0"),
         ("checkpoint.every=-1", "checkpoint.every must be >= 0, got -1"),
         ("checkpoint.max_to_keep=0", "checkpoint.max_to_keep must be > 0, got 0"),
         ("logger.video_every=-5", "logger.video_every must be >= 0, got -5"),

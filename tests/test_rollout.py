@@ -89,18 +89,28 @@ def test_normalizer_is_frozen_within_the_window():
 
 
 @pytest.mark.parametrize("value_scale", [0.0, 3.0])
-def test_actor_gradient_flows_through_dynamics_and_bootstrap(value_scale):
-    # h = 2, gamma = 1, x_t = (t + 1) a with a = tanh(c), V'(obs) = k x:
-    # loss = -(a + 2a + k * 2a) / 2, so dloss/dc = -(3 + 2k) / 2 * (1 - tanh(c)^2).
+@pytest.mark.parametrize("decay", [1.0, 0.5])
+def test_actor_gradient_flows_through_dynamics_and_bootstrap(value_scale, decay):
+    # h = 2, gamma = 1, x_1 = a_0, x_2 = a_0 + a_1 with a = tanh(c), V'(obs) = k x:
+    # loss = -(x_1 + x_2 + k x_2) / 2. a_1 moves r_1 and V'(x_2) directly (1 + k); a_0 moves r_0
+    # directly (1) and r_1 and V'(x_2) through the state x_1, whose gradient the decay d scales:
+    # d (1 + k). So dloss/dc = -(1 + d (1 + k) + 1 + k) / 2 * (1 - tanh(c)^2); d = 1: -(3 + 2k) / 2 * ...
     env = LineEnv(episode_length=10)
 
     def loss(c):
-        _, window = run(env, horizon=2, policy_mean=c, value_fn=lambda obs: value_scale * obs[:, 0])
-        return losses.actor_loss(window.rewards, window.next_values, window.dones, 1.0)
+        state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 1))
+        value_fn = lambda obs: value_scale * obs[:, 0]  # noqa: E731
+        _, window = rollout(
+            env, constant_policy(c), value_fn, IDENTITY, state, state, jax.random.key(2), 2, state_grad_decay=decay
+        )
+        return losses.actor_loss(window.rewards, window.next_values, window.dones, 1.0), window
 
     c = 0.3
-    expected = -(3.0 + 2.0 * value_scale) / 2.0 * (1.0 - np.tanh(c) ** 2)
-    assert float(jax.grad(loss)(c)) == pytest.approx(expected, rel=1e-5)
+    expected = -(1.0 + decay * (1.0 + value_scale) + 1.0 + value_scale) / 2.0 * (1.0 - np.tanh(c) ** 2)
+    (_, window), gradient = jax.value_and_grad(loss, has_aux=True)(c)
+    assert float(gradient) == pytest.approx(expected, rel=1e-5)
+    _, exact = run(env, horizon=2, policy_mean=c, value_fn=lambda obs: value_scale * obs[:, 0])
+    jax.tree.map(np.testing.assert_array_equal, window, exact)  # the decay leaves every value as it was
 
 
 @pytest.mark.parametrize("remat_every", [0, 2])

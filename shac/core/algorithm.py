@@ -216,6 +216,7 @@ class Shac:
             self.config.remat_every,
             self.active_horizon(state),
             state_probes,
+            self.config.state_grad_decay,
         )
         loss = losses.actor_loss(
             self.rewards(window, state), window.next_values, window.dones, self.config.gamma, window.active

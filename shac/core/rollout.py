@@ -10,6 +10,7 @@ from flax import struct
 from mujoco import mjx
 
 from envs import MjxEnv, State
+from envs.physics.smoothing import scale_gradient
 from envs.private_apis import contact_distances
 from shac.core.networks import sample_action
 from shac.core.normalizer import RunningStatistics
@@ -172,6 +173,7 @@ def rollout(
     remat_every: int = 0,
     active_horizon: jax.Array | None = None,
     state_probes=None,
+    state_grad_decay: float = 1.0,
 ) -> tuple[State, Window]:
     """Runs `horizon` steps of the batched env under the stochastic policy.
 
@@ -198,6 +200,16 @@ def rollout(
             `active_horizon` steps are simulated (a conditional skips the rest,
             forward and backward, so one compiled window serves every shorter
             horizon); the window reports them in `Window.active`.
+        state_probes: None, or `zero_probes(env_state.pipeline_state, horizon)`
+            batched over N: the gradient with respect to step t's probe is the
+            gradient that flows back into the state step t starts from.
+        state_grad_decay: d in (0, 1]: the gradient flowing back from each step into
+            the whole state it starts from (simulator state and observation) is
+            multiplied by d (forward values unchanged), so every path from a reward or
+            bootstrap value back to the action k steps before it is scaled by d^k: a
+            soft truncation of the window's backward pass. 1 is the exact gradient.
+            (`smoothing.state_grad_decay` scales the simulator state's alone, at each
+            physics step, so the path through the policy's next observation escapes it.)
 
     Returns:
         The batched state after the window (resets applied) and the `Window`.
@@ -206,6 +218,8 @@ def rollout(
     too_fast_env = jax.vmap(env.too_fast)
 
     def simulate(state: State, step_key: jax.Array, probe) -> tuple[State, Window]:
+        if state_grad_decay != 1.0:
+            state = scale_gradient(state, state_grad_decay)
         if probe is not None:
             state = state.replace(pipeline_state=probe_state(state.pipeline_state, probe))
         obs = normalizer.normalize(state.obs)
