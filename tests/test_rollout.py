@@ -26,10 +26,20 @@ def value(obs):
 IDENTITY = RunningStatistics(count=jnp.array(1.0), mean=jnp.zeros(2), var=jnp.full(2, 1.0 - STD_EPS))
 
 
-def run(env, horizon=4, normalizer=IDENTITY, policy_mean=HALF, value_fn=value):
+def run(env, horizon=4, normalizer=IDENTITY, policy_mean=HALF, value_fn=value, state_grad_decay=1.0):
     state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 1))
     resets = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), 1))
-    return rollout(env, constant_policy(policy_mean), value_fn, normalizer, state, resets, jax.random.key(2), horizon)
+    return rollout(
+        env,
+        constant_policy(policy_mean),
+        value_fn,
+        normalizer,
+        state,
+        resets,
+        jax.random.key(2),
+        horizon,
+        state_grad_decay=state_grad_decay,
+    )
 
 
 def test_truncation_bootstraps_and_window_end_uses_last_state():
@@ -97,19 +107,18 @@ def test_actor_gradient_flows_through_dynamics_and_bootstrap(value_scale, decay)
     # d (1 + k). So dloss/dc = -(1 + d (1 + k) + 1 + k) / 2 * (1 - tanh(c)^2); d = 1: -(3 + 2k) / 2 * ...
     env = LineEnv(episode_length=10)
 
+    def value_fn(obs):
+        return value_scale * obs[:, 0]
+
     def loss(c):
-        state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 1))
-        value_fn = lambda obs: value_scale * obs[:, 0]  # noqa: E731
-        _, window = rollout(
-            env, constant_policy(c), value_fn, IDENTITY, state, state, jax.random.key(2), 2, state_grad_decay=decay
-        )
+        _, window = run(env, horizon=2, policy_mean=c, value_fn=value_fn, state_grad_decay=decay)
         return losses.actor_loss(window.rewards, window.next_values, window.dones, 1.0), window
 
     c = 0.3
     expected = -(1.0 + decay * (1.0 + value_scale) + 1.0 + value_scale) / 2.0 * (1.0 - np.tanh(c) ** 2)
     (_, window), gradient = jax.value_and_grad(loss, has_aux=True)(c)
     assert float(gradient) == pytest.approx(expected, rel=1e-5)
-    _, exact = run(env, horizon=2, policy_mean=c, value_fn=lambda obs: value_scale * obs[:, 0])
+    _, exact = run(env, horizon=2, policy_mean=c, value_fn=value_fn)
     jax.tree.map(np.testing.assert_array_equal, window, exact)  # the decay leaves every value as it was
 
 

@@ -208,7 +208,7 @@ def rollout(
             multiplied by d (forward values unchanged), so every path from a reward or
             bootstrap value back to the action k steps before it is scaled by d^k: a
             soft truncation of the window's backward pass. 1 is the exact gradient.
-            (`smoothing.state_grad_decay` scales the simulator state's alone, at each
+            (`smoothing.state_grad_decay` scales the simulator's state alone, at each
             physics step, so the path through the policy's next observation escapes it.)
 
     Returns:
