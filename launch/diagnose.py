@@ -49,7 +49,7 @@ def main(cfg: DictConfig) -> None:
     actor_params = shac.actor.init(key, jax.numpy.zeros(env.observation_size))
     normalizer = RunningStatistics.create(env.observation_size)
     if options.run_dir:
-        template = shac.init(key)
+        template = jax.jit(shac.init)(key)
         actor_params, normalizer = load_policy(Path(options.run_dir), template.actor_params, template.normalizer)
 
     print(f"jacobian check of one control step of {config.env.name} ({config.smoothing.mode})", flush=True)

@@ -60,15 +60,32 @@ def test_delay_is_refused():
         versus_mujoco.check_keys(("joint:hinge:damping", "signal:ctrl:delay"))
 
 
+BAD_OPTIONS = [
+    ("sysid.datasets=0", "sysid.datasets must be > 0, got 0"),
+    ("sysid.qpos_noise=[1e-2,1e-3]", "sysid.qpos_noise must be [low,high] with 0 < low <= high"),
+    ("sysid.true_params=['signal:ctrl:delay=0.02']", "'signal:ctrl:delay' is a signal parameter"),
+    ("sysid.true_params=[joint:hinge:damping]", "is not element:name:attribute=value"),
+    ("sysid.method=numeric", "sysid.method 'numeric' is unknown; accepted: autodiff, finite_difference"),
+]
+"""Options refused by the config's checks, before the model loads."""
+
+
+@pytest.mark.parametrize(("override", "message"), BAD_OPTIONS)
+def test_bad_options_are_refused_with_a_message_naming_the_value(override, message):
+    from shac.config import ConfigError
+    from shac.tools.benchmarks.config import validate_benchmark
+    from tests.test_benchmark import benchmark_config
+
+    with pytest.raises(ConfigError) as refused:
+        validate_benchmark(benchmark_config("suite=sysid", override, "docs="))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("sysid.datasets=0", "sysid.datasets must be > 0, got 0"),
-        ("sysid.true_params=['joint:nope:damping=0.1']", "no joint named 'nope' in the model"),
-        ("sysid.qpos_noise=[1e-2,1e-3]", "sysid.qpos_noise must be [low,high] with 0 < low <= high"),
-        ("sysid.true_params=['signal:ctrl:delay=0.02']", "'signal:ctrl:delay' is a signal parameter"),
-        ("sysid.true_params=[joint:hinge:damping]", "is not element:name:attribute=value"),
-        ("sysid.method=numeric", "sysid.method 'numeric' is unknown; accepted: autodiff, finite_difference"),
+        BAD_OPTIONS[0],  # refused by the config's checks
+        ("sysid.true_params=['joint:nope:damping=0.1']", "no joint named 'nope' in the model"),  # once the model loads
     ],
 )
 def test_cli_bad_input_stops_in_one_line(override, message):

@@ -234,7 +234,7 @@ def env_share_agreement(
     num_envs = groups * config.num_envs
     shac = make_algorithm(dataclasses.replace(config, num_envs=num_envs, actor_env_clip_quantile=1.0), env)
     init_key, key = jax.random.split(key)
-    state = shac.init(init_key).replace(actor_params=actor_params, normalizer=normalizer)
+    state = jax.jit(shac.init)(init_key).replace(actor_params=actor_params, normalizer=normalizer)
 
     def resets(key):
         return jax.vmap(env.reset)(jax.random.split(key, num_envs))
