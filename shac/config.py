@@ -220,6 +220,11 @@ class AlgoConfig:
     simulator's state and the observation) is multiplied by d (the forward pass is unchanged), so a reward k
     steps after an action moves it with weight d^k: a soft truncation of the window, for any env. 1 (default) is
     the exact gradient. `smoothing.state_grad_decay` scales the simulator's state alone, at each physics step."""
+    staggered_starts: bool = False
+    """Start the N training envs at random points of their first episode (its clock set to a uniform step in
+    [0, episode_length)), so their episodes end and restart at different epochs instead of all together (a
+    task whose episodes never terminate otherwise restarts every env in the same epoch). Evaluation episodes
+    start at step 0. Envs whose time limit reads the simulator's clock (`envs.MjxEnv`, Playground's tasks)."""
     remat_every: int = 0
     """Rematerialisation: if k > 0, the backward pass stores the env state every k steps and
     recomputes the steps between (memory nearly flat in the horizon, at a time cost: docs/benchmarks.md);

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import envs
 from shac.core.algorithm import Shac
 from shac.core.algorithms import make_algorithm
 from tests import tiny_configs
@@ -193,6 +194,25 @@ def test_a_state_gradient_decay_keeps_the_loss_and_changes_only_the_gradient():
     assert float(decayed_loss) == float(loss)  # the forward pass is untouched
     differences = [float(jnp.abs(a - b).max()) for a, b in zip(leaves(grad), leaves(decayed_grad), strict=True)]
     assert max(differences) > 1e-3  # the rewards after each action reach it through the decayed state
+
+
+def test_staggered_starts_set_each_envs_clock_inside_its_first_episode_and_its_time_limit_follows():
+    env = envs.make("pendulum_swingup", episode_length=4)
+    config = dataclasses.replace(CONFIG, num_envs=16)
+    plain, staggered = Shac(config, env), Shac(dataclasses.replace(config, staggered_starts=True), env)
+    assert (np.asarray(jax.jit(plain.initial_env_states)(jax.random.key(0)).pipeline_state.time) == 0).all()
+    states = jax.jit(staggered.initial_env_states)(jax.random.key(0))
+    steps = np.asarray(states.pipeline_state.time) / env.ctrl_dt
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-4)  # whole control steps
+    assert set(np.round(steps).astype(int)) == {0, 1, 2, 3}  # 16 uniform draws from [0, 4) hit every step
+    stepped = jax.jit(jax.vmap(env.step))(states, jnp.zeros((16, env.action_size)))
+    np.testing.assert_array_equal(np.asarray(stepped.truncated), np.round(steps) == 3)  # its 4th step ends it
+
+
+def test_staggered_starts_refuse_an_env_without_a_simulator_clock():
+    staggered = Shac(dataclasses.replace(CONFIG, staggered_starts=True), LineEnv())
+    with pytest.raises(ValueError, match=r"algo.staggered_starts needs an env .*; LineEnv has none"):
+        staggered.init(jax.random.key(0))
 
 
 def test_saturation_counts_means_that_squash_past_0_95():

@@ -146,7 +146,7 @@ class Shac:
             actor_opt_state=self.actor_optimizer.init(actor_params),
             critic_opt_state=self.critic_optimizer.init(critic_params),
             normalizer=RunningStatistics.create(obs_dim),
-            env_state=strongly_typed(jax.vmap(self.env.reset)(jax.random.split(env_key, n))),
+            env_state=strongly_typed(self.initial_env_states(env_key)),
             episodes=EpisodeStats.create(n),
             key=key,
             epoch=jnp.zeros((), jnp.int32),
@@ -156,6 +156,20 @@ class Shac:
             train_seconds=jnp.zeros((), jnp.float32),
             algo_state=self.init_algo_state(),
         )
+
+    def initial_env_states(self, key: jax.Array) -> State:
+        """N fresh env states; with `staggered_starts`, each one's clock at a uniform step in [0, episode_length)."""
+        states = jax.vmap(self.env.reset)(jax.random.split(key, self.config.num_envs))
+        if not self.config.staggered_starts:
+            return states
+        steps = jax.random.randint(jax.random.fold_in(key, 1), (self.config.num_envs,), 0, self.env.episode_length)
+        data = states.pipeline_state
+        if not hasattr(data, "time") or not hasattr(self.env, "ctrl_dt"):
+            raise ValueError(
+                f"algo.staggered_starts needs an env whose time limit reads the simulator's clock "
+                f"(pipeline_state.time and ctrl_dt, as envs.MjxEnv's); {type(self.env).__name__} has none"
+            )
+        return states.replace(pipeline_state=data.replace(time=(steps * self.env.ctrl_dt).astype(data.time.dtype)))
 
     def policy(self, actor_params: Params) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
         """Normalised obs [N, obs_dim] -> (mean, log_std) under `actor_params`."""
