@@ -61,10 +61,20 @@ def main(cfg: DictConfig) -> None:
     modes = ("none", "soft", "straight_through") if options.compare_smoothing else (config.smoothing.mode,)
     report["sweeps"] = {}
     for mode in modes:
-        print(f"horizon sweep, smoothing={mode}: horizons {list(options.horizons)}", flush=True)
+        decay = config.algo.state_grad_decay
+        decayed = f", the state's gradient decayed by {decay:g} per step" if decay != 1.0 else ""
+        print(f"horizon sweep, smoothing={mode}: horizons {list(options.horizons)}{decayed}", flush=True)
         smoothed = make_env(config.env, config.randomization, dataclasses.replace(config.smoothing, mode=mode))
         sweep = diagnostics.horizon_sweep(
-            smoothed, shac.actor, actor_params, normalizer, options.horizons, options.num_envs, options.seeds, key
+            smoothed,
+            shac.actor,
+            actor_params,
+            normalizer,
+            options.horizons,
+            options.num_envs,
+            options.seeds,
+            key,
+            state_grad_decay=decay,
         )
         sweep["suggested_horizon"], sweep["reasoning"] = diagnostics.suggest_horizon(sweep)
         report["sweeps"][mode] = sweep

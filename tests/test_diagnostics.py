@@ -30,6 +30,25 @@ def test_pendulum_jacobian_matches_finite_differences_and_mujoco():
         assert error < 1e-3, (block, error)
 
 
+def test_the_horizon_sweep_decays_the_gradient_through_the_state_as_the_window_does():
+    env = envs.make("pendulum_swingup")
+    actor = make_algorithm(tiny_configs.SHAC, env).actor
+    params = actor.init(jax.random.key(0), jax.numpy.zeros(env.observation_size))
+    normalizer = RunningStatistics.create(env.observation_size)
+
+    def sweep(decay):
+        return diagnostics.horizon_sweep(env, actor, params, normalizer, (1, 3), 2, 2, jax.random.key(1), decay)
+
+    exact, decayed = sweep(1.0), sweep(0.5)
+    assert (exact["state_grad_decay"], decayed["state_grad_decay"]) == (1.0, 0.5)
+    # one step: the action's reward reaches it directly, through no state, so the decay changes nothing
+    assert decayed["param_grad_norm"][0] == pytest.approx(exact["param_grad_norm"][0], rel=1e-6)
+    assert decayed["action_grad_norm"][0] == pytest.approx(exact["action_grad_norm"][0], rel=1e-6)
+    # three: the later rewards reach the first actions through the states, each path scaled by 0.5 per step
+    assert decayed["param_grad_norm"][1] != pytest.approx(exact["param_grad_norm"][1], rel=1e-3)
+    assert decayed["action_grad_norm"][1] != pytest.approx(exact["action_grad_norm"][1], rel=1e-3)
+
+
 def sweep(norms, variances, nonfinite=None):
     return {
         "horizons": [1, 2, 4, 8][: len(norms)],

@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from envs import MjxEnv, State
+from envs.physics.smoothing import scale_gradient
 from envs.private_apis import contact_distances
 from shac.config import AlgoConfig
 from shac.core.algorithm import clipped_sum
@@ -103,6 +104,7 @@ def horizon_sweep(
     num_envs: int,
     seeds: int,
     key: jax.Array,
+    state_grad_decay: float = 1.0,
 ) -> dict:
     """Gradient statistics of the undiscounted return as the window grows.
 
@@ -110,6 +112,9 @@ def horizon_sweep(
     resets). For each horizon H, the return of the first H steps is
     differentiated w.r.t. the policy parameters (closed loop) and w.r.t. the
     actions the policy took (open loop), in one vectorised backward pass.
+    With `state_grad_decay` d < 1 the gradient flowing back from each step into
+    the state it started from is multiplied by d, as in SHAC's window
+    (`algo.state_grad_decay`); the forward values are unchanged.
 
     Returns:
         Per horizon lists: `action_grad_norm` and `param_grad_norm` (means over
@@ -120,7 +125,12 @@ def horizon_sweep(
     """
     length = max(horizons)
     masks = jnp.array([[1.0 if t < h else 0.0 for t in range(length)] for h in horizons])
-    step_env = jax.vmap(env.step)
+    batched_step = jax.vmap(env.step)
+
+    def step_env(state, action):
+        if state_grad_decay != 1.0:
+            state = scale_gradient(state, state_grad_decay)
+        return batched_step(state, action)
 
     def closed_loop(params, states, noise):
         def step(state, eps):
@@ -156,6 +166,7 @@ def horizon_sweep(
     spread = np.where(finite[..., None], (flat - mean[None]) ** 2, 0.0).sum(axis=(0, 2)) / count
     return {
         "horizons": list(horizons),
+        "state_grad_decay": state_grad_decay,
         "action_grad_norm": _finite_mean(action_norms),
         "param_grad_norm": _finite_mean(np.linalg.norm(flat, axis=-1)),
         "param_grad_relative_variance": [
