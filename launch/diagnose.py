@@ -60,9 +60,9 @@ def main(cfg: DictConfig) -> None:
     }
     modes = ("none", "soft", "straight_through") if options.compare_smoothing else (config.smoothing.mode,)
     report["sweeps"] = {}
+    decay = config.algo.state_grad_decay
+    decayed = f", the state's gradient decayed by {decay:g} per step" if decay != 1.0 else ""
     for mode in modes:
-        decay = config.algo.state_grad_decay
-        decayed = f", the state's gradient decayed by {decay:g} per step" if decay != 1.0 else ""
         print(f"horizon sweep, smoothing={mode}: horizons {list(options.horizons)}{decayed}", flush=True)
         smoothed = make_env(config.env, config.randomization, dataclasses.replace(config.smoothing, mode=mode))
         sweep = diagnostics.horizon_sweep(

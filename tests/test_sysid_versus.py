@@ -6,7 +6,10 @@ import sys
 
 import pytest
 
+from shac.config import ConfigError
 from shac.sysid import versus_mujoco
+from shac.tools.benchmarks.config import validate_benchmark
+from tests.test_benchmark import benchmark_config
 
 
 @pytest.mark.parametrize("method", ["autodiff", "finite_difference"])
@@ -72,10 +75,6 @@ BAD_OPTIONS = [
 
 @pytest.mark.parametrize(("override", "message"), BAD_OPTIONS)
 def test_bad_options_are_refused_with_a_message_naming_the_value(override, message):
-    from shac.config import ConfigError
-    from shac.tools.benchmarks.config import validate_benchmark
-    from tests.test_benchmark import benchmark_config
-
     with pytest.raises(ConfigError) as refused:
         validate_benchmark(benchmark_config("suite=sysid", override, "docs="))
     assert message in str(refused.value) and "\n" not in str(refused.value)

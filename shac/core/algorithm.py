@@ -162,13 +162,13 @@ class Shac:
         states = jax.vmap(self.env.reset)(jax.random.split(key, self.config.num_envs))
         if not self.config.staggered_starts:
             return states
-        steps = jax.random.randint(jax.random.fold_in(key, 1), (self.config.num_envs,), 0, self.env.episode_length)
         data = states.pipeline_state
         if not hasattr(data, "time") or not hasattr(self.env, "ctrl_dt"):
             raise ValueError(
                 f"algo.staggered_starts needs an env whose time limit reads the simulator's clock "
                 f"(pipeline_state.time and ctrl_dt, as envs.MjxEnv's); {type(self.env).__name__} has none"
             )
+        steps = jax.random.randint(jax.random.fold_in(key, 1), (self.config.num_envs,), 0, self.env.episode_length)
         return states.replace(pipeline_state=data.replace(time=(steps * self.env.ctrl_dt).astype(data.time.dtype)))
 
     def policy(self, actor_params: Params) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
