@@ -11,6 +11,7 @@ object.
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -323,8 +324,9 @@ class MjxEnv(BraxEnv, abc.ABC):
         data = mjx.make_data(self.mjx_model).replace(qpos=qpos, qvel=qvel)
         return mjx.forward(self.mjx_model, data)
 
-    @property
+    @functools.cached_property
     def observation_size(self) -> int:
+        """obs_dim, traced once per env (tracing a reset of a large model takes seconds)."""
         data = jax.eval_shape(self.initial_data, jax.random.key(0))
         obs = jax.eval_shape(self.observation, data, jnp.zeros(self.action_size))
         return obs.shape[-1]

@@ -239,6 +239,7 @@ class PlaygroundEnv(MjxEnv):
             )
         self._reward_terms = {key: key.removeprefix("reward/") for key in first.metrics if key.startswith("reward/")}
         self._keys_in_info = jax.tree.map(_is_key, first.info)
+        self._observation_size = int(self._policy_obs(first.obs).shape[-1])
 
     # ----------------------------------------------------------- interface
 
@@ -310,7 +311,8 @@ class PlaygroundEnv(MjxEnv):
 
     @property
     def observation_size(self) -> int:
-        return jax.eval_shape(self.reset, jax.random.key(0)).obs.shape[-1]
+        """obs_dim, from the trace of Playground's reset at construction (a trace takes seconds)."""
+        return self._observation_size
 
     # ------------------------------------------------------------- helpers
 

@@ -53,6 +53,17 @@ def test_epoch_bookkeeping_and_target_update():
     )
 
 
+def test_the_state_shapes_are_inits_traced_once(monkeypatch):
+    shac = Shac(CONFIG, LineEnv(episode_length=3))
+    traced, init = [], Shac.init  # on the class: a new bound method each time, as unpatched
+    monkeypatch.setattr(Shac, "init", lambda self, key: traced.append(key) or init(self, key))
+    assert shac.state_shapes is shac.state_shapes and len(traced) == 1
+    state = shac.init(jax.random.key(3))
+    assert jax.tree.structure(shac.state_shapes) == jax.tree.structure(state)
+    for shape, leaf in zip(jax.tree.leaves(shac.state_shapes), jax.tree.leaves(state), strict=True):
+        assert (shape.shape, shape.dtype) == (leaf.shape, leaf.dtype)
+
+
 def test_a_critic_warmup_fits_only_the_critic_for_its_epochs():
     shac = Shac(dataclasses.replace(CONFIG, critic_warmup_epochs=2), LineEnv(episode_length=3))
     epoch, states, frozen = jax.jit(shac.epoch), [shac.init(jax.random.key(0))], []

@@ -26,6 +26,15 @@ def test_reset_gives_finite_observations_of_the_declared_size(name):
     assert float(jnp.abs(states.pipeline_state.time).max()) == 0.0
 
 
+def test_the_observation_size_is_traced_once(monkeypatch):
+    env = envs.make("pendulum_swingup")  # a fresh env: env_runs' envs may have traced theirs already
+    traced, initial_data = [], type(env).initial_data  # on the class: a new bound method each time, as unpatched
+    monkeypatch.setattr(type(env), "initial_data", lambda self, rng: traced.append(rng) or initial_data(self, rng))
+    sizes = (env.observation_size, env.observation_size)
+    assert len(traced) == 1
+    assert sizes == (jax.eval_shape(env.reset, jax.random.key(0)).obs.shape[-1],) * 2
+
+
 @pytest.mark.parametrize("name", envs.names())
 def test_1000_random_steps_stay_finite_and_consistent(name):
     env = env_runs.make(name)

@@ -89,6 +89,15 @@ def test_rewards_terms_and_the_time_limit_follow_playground(cartpole):
     np.testing.assert_array_equal(ours.done, [0, 0, 1])
 
 
+def test_the_observation_size_comes_from_the_construction_without_another_trace(monkeypatch):
+    env = envs.make(CARTPOLE, episode_length=STEPS)
+    traced, reset = [], type(env).reset  # on the class: a new bound method each time, as unpatched
+    monkeypatch.setattr(type(env), "reset", lambda self, rng: traced.append(rng) or reset(self, rng))
+    sizes = (env.observation_size, env.observation_size)
+    assert not traced
+    assert sizes == (jax.eval_shape(env.reset, jax.random.key(0)).obs.shape[-1],) * 2
+
+
 def test_playground_done_is_a_termination(cartpole):
     state = jax.jit(cartpole.reset)(jax.random.key(0))
     broken = state.replace(pipeline_state=state.pipeline_state.replace(qvel=jnp.full(2, jnp.nan)))

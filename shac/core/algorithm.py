@@ -12,7 +12,7 @@ own updates and metrics); docs/algorithms.md.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import cached_property, partial
 
 import jax
 import jax.numpy as jnp
@@ -156,6 +156,12 @@ class Shac:
             train_seconds=jnp.zeros((), jnp.float32),
             algo_state=self.init_algo_state(),
         )
+
+    @cached_property
+    def state_shapes(self) -> TrainState:
+        """The shapes and dtypes of `init`'s state (`jax.eval_shape`), traced once: a trace of an MJX
+        reset takes seconds."""
+        return jax.eval_shape(self.init, jax.random.key(0))
 
     def initial_env_states(self, key: jax.Array) -> State:
         """N fresh env states; with `staggered_starts`, each one's clock at a uniform step in [0, episode_length)."""

@@ -61,7 +61,7 @@ def state_shardings(mesh: Mesh, state: TrainState) -> TrainState:
 
 def abstract_state(shac: Shac, mesh: Mesh) -> TrainState:
     """Shapes, dtypes and shardings of `shac`'s training state (to restore a checkpoint straight into place)."""
-    abstract = jax.eval_shape(shac.init, jax.random.key(0))
+    abstract = shac.state_shapes
     return jax.tree.map(
         lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
         abstract,
@@ -71,11 +71,11 @@ def abstract_state(shac: Shac, mesh: Mesh) -> TrainState:
 
 def sharded_init(shac: Shac, mesh: Mesh) -> Callable[[jax.Array], TrainState]:
     """`shac.init` jitted to return the state laid out by `state_shardings` (each device resets its own envs)."""
-    shardings = state_shardings(mesh, abstract_state(shac, mesh))
+    shardings = state_shardings(mesh, shac.state_shapes)
     return jax.jit(shac.init, in_shardings=replicated(mesh), out_shardings=shardings)
 
 
 def sharded_epoch(shac: Shac, mesh: Mesh) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """`shac.epoch` jitted over the `state_shardings` layout; the metrics come back replicated."""
-    shardings = state_shardings(mesh, abstract_state(shac, mesh))
+    shardings = state_shardings(mesh, shac.state_shapes)
     return jax.jit(shac.epoch, in_shardings=(shardings,), out_shardings=(shardings, replicated(mesh)))

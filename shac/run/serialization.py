@@ -125,7 +125,7 @@ def load_run_policy(
         config = dataclasses.replace(config, smoothing=Smoothing())
     env = make_env(config.env.with_episode_length(episode_length), config.randomization, config.smoothing)
     shac = make_algorithm(config.algo, env)
-    abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
+    abstract = shac.state_shapes
     policy_file = run_dir / POLICY_FILE
     if checkpoint is None and policy_file.is_file():
         template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), (abstract.actor_params, abstract.normalizer))
