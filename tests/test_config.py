@@ -50,6 +50,12 @@ def test_every_config_composes(env, logger, algo):
     assert config.logger.mode == logger
 
 
+def test_ahac_takes_its_stiffness_threshold_from_the_task():
+    assert load("env=ant", "algo=ahac").algo.ahac.stiffness_threshold == 20.0
+    assert load("env=hopper", "algo=ahac").algo.ahac.stiffness_threshold == 500.0  # none set: the reference's
+    assert load("env=ant", "algo=ahac", "algo.ahac.stiffness_threshold=50").algo.ahac.stiffness_threshold == 50.0
+
+
 def test_paper_cartpole_settings_are_the_default():
     config = load()
     assert config.env.name == "cartpole_swingup"
