@@ -152,6 +152,12 @@ def state_gradient_growth(probe_grads, active: jax.Array) -> jax.Array:
     return ratio ** (1.0 / jnp.maximum(last, 1))
 
 
+def decay_state_gradient(state: State, decay: float) -> State:
+    """`state` unchanged forward; the gradient flowing back into it multiplied by `decay` (d = 1: no op at all,
+    so the exact gradient stays bit for bit)."""
+    return state if decay == 1.0 else scale_gradient(state, decay)
+
+
 def tree_where(mask: jax.Array, on_true, on_false):
     """Per-env select between two batched pytrees; `mask` is bool [N]."""
 
@@ -218,8 +224,7 @@ def rollout(
     too_fast_env = jax.vmap(env.too_fast)
 
     def simulate(state: State, step_key: jax.Array, probe) -> tuple[State, Window]:
-        if state_grad_decay != 1.0:
-            state = scale_gradient(state, state_grad_decay)
+        state = decay_state_gradient(state, state_grad_decay)
         if probe is not None:
             state = state.replace(pipeline_state=probe_state(state.pipeline_state, probe))
         obs = normalizer.normalize(state.obs)

@@ -26,14 +26,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from envs import MjxEnv, State
-from envs.physics.smoothing import scale_gradient
 from envs.private_apis import contact_distances
 from shac.config import AlgoConfig
 from shac.core.algorithm import clipped_sum
 from shac.core.algorithms import make_algorithm
 from shac.core.networks import Actor
 from shac.core.normalizer import RunningStatistics
-from shac.core.rollout import window_rewards, zero_probes
+from shac.core.rollout import decay_state_gradient, window_rewards, zero_probes
 
 
 def step_function(env: MjxEnv, state: State):
@@ -128,9 +127,7 @@ def horizon_sweep(
     batched_step = jax.vmap(env.step)
 
     def step_env(state, action):
-        if state_grad_decay != 1.0:
-            state = scale_gradient(state, state_grad_decay)
-        return batched_step(state, action)
+        return batched_step(decay_state_gradient(state, state_grad_decay), action)
 
     def closed_loop(params, states, noise):
         def step(state, eps):
