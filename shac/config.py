@@ -155,6 +155,11 @@ class AlgoConfig:
     rates decay over it (or over `max_epochs`, whichever ends first). Training time is the epochs' wall time
     (compilation, evaluations, videos and checkpoints excluded), so the rates follow this machine's clock
     and a run is no longer reproducible bit for bit."""
+    max_env_steps: int | None = None
+    """An env-step budget, or None: the run stops at the first epoch that ends at or past it, and the learning
+    rates decay over it (or over `max_epochs`, whichever ends first). SHAC's and SAPO's epochs are all
+    `num_envs * horizon` steps, so `max_epochs` already fixes their steps; AHAC's window grows, and this is how
+    its runs compare with theirs at equal env steps."""
     gamma: float = 0.99
     """Discount, in (0, 1]."""
     lam: float = 0.95
@@ -263,6 +268,10 @@ class AlgoConfig:
         _check(
             self.budget_minutes is None or self.budget_minutes > 0,
             f"algo.budget_minutes must be > 0, or null for no budget; got {self.budget_minutes}",
+        )
+        _check(
+            self.max_env_steps is None or self.max_env_steps > 0,
+            f"algo.max_env_steps must be > 0, or null for no step budget; got {self.max_env_steps}",
         )
         for name, value in {"algo.gamma": self.gamma, "algo.lam": self.lam}.items():
             _check(0.0 < value <= 1.0, f"{name} must be in (0, 1], got {value}")

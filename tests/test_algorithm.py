@@ -117,7 +117,7 @@ def test_a_nan_reward_with_a_finite_observation_leaves_the_update_finite():
     )
 
 
-def test_learning_rates_decay_linearly_to_min_lr_over_the_epochs_or_the_budget():
+def test_learning_rates_decay_linearly_to_min_lr_over_the_epochs_or_the_budgets():
     config = dataclasses.replace(CONFIG, max_epochs=100)
     shac = Shac(config, LineEnv())
     for position, expected in [(0, config.actor_lr), (50, (config.actor_lr + config.min_lr) / 2), (100, 1e-5)]:
@@ -130,6 +130,13 @@ def test_learning_rates_decay_linearly_to_min_lr_over_the_epochs_or_the_budget()
     assert float(budgeted.decay_position(state)) == pytest.approx(50.0)
     assert float(budgeted.decay_position(state.replace(epoch=jnp.int32(70)))) == 70.0
     assert float(budgeted.decay_position(state.replace(train_seconds=jnp.float32(300.0)))) == pytest.approx(250.0)
+    # a step budget of 1,000 steps with 400 simulated: 40% of max_epochs' decay, unless the epochs or the clock
+    # are further
+    stepped = Shac(dataclasses.replace(config, max_env_steps=1000), LineEnv())
+    assert float(stepped.decay_position(state.replace(env_steps=jnp.int32(400)))) == pytest.approx(40.0)
+    assert float(stepped.decay_position(state.replace(env_steps=jnp.int32(200)))) == 30.0
+    both = Shac(dataclasses.replace(config, max_env_steps=1000, budget_minutes=2.0), LineEnv())
+    assert float(both.decay_position(state.replace(env_steps=jnp.int32(400)))) == pytest.approx(50.0)
 
 
 def test_an_epoch_trains_at_the_rates_of_its_decay_position_and_leaves_the_clock_to_the_loop():

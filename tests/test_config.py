@@ -84,6 +84,7 @@ def test_command_line_overrides_win_over_env_defaults():
         ),
         ("algo.horizon=0", "algo.horizon must be > 0, got 0"),
         ("algo.num_envs=-4", "algo.num_envs must be > 0, got -4"),
+        ("algo.max_env_steps=0", r"algo.max_env_steps must be > 0, or null for no step budget; got 0"),
         ("algo.gamma=1.5", r"algo.gamma must be in \(0, 1\], got 1.5"),
         ("algo.lam=0", r"algo.lam must be in \(0, 1\], got 0.0"),
         ("algo.horizon=300", r"algo.horizon=300 is longer than the episode of 'cartpole_swingup' \(240 steps\)"),

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from shac.config import AlgoConfig, LoggerConfig, TrainConfig
+from shac.run import tracking
 from shac.run.tracking import (
     METRICS_FILE,
     WANDB_ID_FILE,
@@ -203,3 +204,18 @@ def test_a_training_run_redirected_to_a_file_prints_complete_progress_lines(tmp_
     summary = json.loads(output[-1])  # the last line is JSON, as launch/evaluate.py's
     assert (summary["epoch"], summary["env_steps"]) == (5, 80)
     assert isinstance(summary["eval/mean_return"], float) and summary["wall_time_s"] > 0
+
+
+def test_the_eta_ends_at_the_step_budget_where_it_comes_before_max_epochs(tmp_path, monkeypatch):
+    def eta_after_three_epochs(algo: AlgoConfig, run_dir) -> float:
+        run_dir.mkdir()
+        readings = iter([0.0, 10.0, 11.0, 12.0])  # the tracker's start, then one epoch of 16 steps ending each second
+        monkeypatch.setattr(tracking, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: next(readings))}))
+        with Tracker(TrainConfig(algo=algo, logger=LoggerConfig(mode="disabled")), run_dir) as tracker:
+            for epoch in (1, 2, 3):
+                tracker.epoch_done(epoch, 16 * epoch, {"train/episodes": 0.0, "train/episode_return": float("nan")})
+            return tracker._eta(3)
+
+    # 16 steps/s and 1 s per epoch: the 97 epochs left are 97 s, the 16 steps left of the budget 1 s
+    assert eta_after_three_epochs(AlgoConfig(max_epochs=100), tmp_path / "epochs") == 97.0
+    assert eta_after_three_epochs(AlgoConfig(max_epochs=100, max_env_steps=64), tmp_path / "steps") == 1.0

@@ -153,3 +153,22 @@ def test_a_time_budget_stops_the_run_and_decays_the_rates_on_its_clock_and_a_res
     assert int(state.epoch) == 8 and [r["train/seconds"] for r in records[5:]] == [2.0, 2.5, 3.0]
     # epoch 6 starts from the checkpoint's 2 s: 2 / 3 of the decay, position 13.33 of 20
     assert records[5]["actor/lr"] == pytest.approx(algo.actor_lr + (algo.min_lr - algo.actor_lr) * 2 / 3)
+
+
+def test_a_step_budget_stops_the_run_at_the_first_epoch_past_it_and_decays_the_rates_over_it(tmp_path):
+    algo = dataclasses.replace(CONFIG.algo, max_env_steps=70)  # 16 steps per epoch (4 envs x 4 steps)
+    state, _ = train_module.train(dataclasses.replace(CONFIG, algo=algo), tmp_path)
+    records = read_records(tmp_path)
+    # 64 steps after epoch 4, 80 after epoch 5: the first epoch that ends at or past 70
+    assert int(state.epoch) == 5 and [r["env_steps"] for r in records] == [16, 32, 48, 64, 80]
+    assert Checkpointer(tmp_path).steps() == [2, 4, 5] and (tmp_path / "policy.msgpack").exists()
+    # each epoch's decay position: max(epochs before it, steps before it / 70 * 20 epochs)
+    positions = [max(k, 16 * k / 70 * 20) for k in range(5)]
+    expected = [algo.actor_lr + (algo.min_lr - algo.actor_lr) * min(p, 20) / 20 for p in positions]
+    assert [r["actor/lr"] for r in records] == pytest.approx(expected)
+
+    state, _ = train_module.train(dataclasses.replace(CONFIG, algo=algo), tmp_path, resume=True)
+    assert int(state.epoch) == 5 and len(read_records(tmp_path)) == 5  # the budget is spent: nothing to train
+    longer = dataclasses.replace(algo, max_env_steps=96)
+    state, _ = train_module.train(dataclasses.replace(CONFIG, algo=longer), tmp_path, resume=True)
+    assert int(state.epoch) == 6 and read_records(tmp_path)[-1]["env_steps"] == 96

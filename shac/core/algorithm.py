@@ -115,13 +115,17 @@ class Shac:
 
     def decay_position(self, state: TrainState) -> jax.Array:
         """float32 []: how far the learning-rate decays are at the start of this epoch, in epochs of
-        `max_epochs`: the epochs completed or, under `algo.budget_minutes`, the share of the budget spent
-        (`state.train_seconds`) times `max_epochs` where that is further."""
+        `max_epochs`: the epochs completed or, under `algo.budget_minutes` or `algo.max_env_steps`, the share
+        of that budget spent (`state.train_seconds`, `state.env_steps`) times `max_epochs`, the furthest."""
+        config = self.config
         position = state.epoch.astype(jnp.float32)
-        if self.config.budget_minutes is None:
-            return position
-        spent = state.train_seconds / (60.0 * self.config.budget_minutes)
-        return jnp.maximum(position, spent * self.config.max_epochs)
+        if config.budget_minutes is not None:
+            spent = state.train_seconds / (60.0 * config.budget_minutes)
+            position = jnp.maximum(position, spent * config.max_epochs)
+        if config.max_env_steps is not None:
+            spent = state.env_steps.astype(jnp.float32) / config.max_env_steps
+            position = jnp.maximum(position, spent * config.max_epochs)
+        return position
 
     def decayed(self, initial: float, position: jax.Array, final: float | None = None) -> jax.Array:
         """float32 []: `initial` decayed linearly to `final` (default `min_lr`) over `max_epochs`, at `position`."""

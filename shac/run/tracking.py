@@ -217,6 +217,7 @@ class Tracker:
         self._printed_epoch = start_epoch
         self._pace, self._returns = Pace(), RecentReturns(config.algo.num_envs)
         self._budget_left_s: float | None = None
+        self._env_steps = 0
         self._lines = write and config.logger.progress and not sys.stdout.isatty()
         if not write:
             return
@@ -272,8 +273,10 @@ class Tracker:
         self, epoch: int, env_steps: int, metrics: dict[str, float], budget_left_s: float | None = None
     ) -> None:
         """Notes that `epoch` has ended, at `env_steps` in all, with its metrics as numbers (before `log`),
-        and the training seconds left of `algo.budget_minutes` (None without a budget), which cap the ETA."""
+        and the training seconds left of `algo.budget_minutes` (None without a budget), which cap the ETA
+        (as the steps left of `algo.max_env_steps` do)."""
         self._pace.add(epoch, env_steps, time.perf_counter())
+        self._env_steps = env_steps
         self._returns.add(float(metrics["train/episodes"]), float(metrics["train/episode_return"]))
         self._budget_left_s = budget_left_s
 
@@ -282,6 +285,9 @@ class Tracker:
         if per_epoch is None:
             return None
         eta = per_epoch * max(self.config.algo.max_epochs - epoch, 0)
+        max_env_steps, steps_per_s = self.config.algo.max_env_steps, self._pace.steps_per_s()
+        if max_env_steps is not None and steps_per_s:
+            eta = min(eta, max(max_env_steps - self._env_steps, 0) / steps_per_s)
         return eta if self._budget_left_s is None else min(eta, self._budget_left_s)
 
     def log(self, epoch: int, env_steps: int, metrics: dict[str, float]) -> dict:

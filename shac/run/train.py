@@ -225,7 +225,7 @@ def _loop(
     checkpointer: Checkpointer,
 ) -> tuple[TrainState, dict]:
     """Runs the epochs after `state.epoch` up to `algo.max_epochs`, or until `algo.budget_minutes` of training
-    are spent; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint.
+    or `algo.max_env_steps` are spent; raises TrainingInterrupted on SIGINT/SIGTERM after a checkpoint.
 
     The first epoch's call is timed on its own: its wall time, XLA compilation
     included, is reported as `compiled in 41 s` and kept out of the progress's
@@ -249,12 +249,13 @@ def _loop(
     epoch_fn = parallel.sharded_epoch(shac, mesh)
     eval_fn = jax.jit(partial(evaluate, env, shac.actor, episodes=config.eval.episodes))
     episode_fn = jax.jit(partial(run_episode, env, shac.actor))
-    start, max_epochs = int(state.epoch), config.algo.max_epochs
+    start, max_epochs, max_env_steps = int(state.epoch), config.algo.max_epochs, config.algo.max_env_steps
     clock = TrainingClock(config.algo.budget_minutes, float(state.train_seconds))
+    steps_spent = max_env_steps is not None and int(state.env_steps) >= max_env_steps
     every, video_every, checkpoint_every = config.eval.every, config.logger.video_every, config.checkpoint.every
     with Tracker(config, run_dir, start_epoch=start, write=primary) as tracker, _StopSignals() as stop:
         epoch = start
-        while epoch < max_epochs and not clock.spent:
+        while epoch < max_epochs and not clock.spent and not steps_spent:
             epoch += 1
             began = time.perf_counter()
             state, metrics = epoch_fn(state)
@@ -267,8 +268,10 @@ def _loop(
                 clock.trained_s = _process_zero(clock.trained_s)
                 trained = jax.device_put(np.float32(clock.trained_s), parallel.replicated(mesh))
                 state = state.replace(train_seconds=trained)
-            tracker.epoch_done(epoch, int(state.env_steps), host_metrics, clock.seconds_left)
-            last = epoch == max_epochs or clock.spent
+            env_steps = int(state.env_steps)
+            steps_spent = max_env_steps is not None and env_steps >= max_env_steps
+            tracker.epoch_done(epoch, env_steps, host_metrics, clock.seconds_left)
+            last = epoch == max_epochs or clock.spent or steps_spent
             reason = bad_epoch_reason(host_metrics, num_envs)
             if reason:
                 bad_epochs += 1
@@ -287,7 +290,7 @@ def _loop(
                 evaluation = eval_fn(state.actor_params, state.normalizer, epoch_eval_key)
                 metrics = {**metrics, **{f"eval/{k}": v for k, v in summarize(evaluation).items()}}
             if epoch % config.logger.log_every == 0 or last or "eval/mean_return" in metrics:
-                tracker.log(epoch, int(state.env_steps), jax.device_get(metrics))
+                tracker.log(epoch, env_steps, jax.device_get(metrics))
             if video_every and epoch % video_every == 0:
                 episode = episode_fn(state.actor_params, state.normalizer, video_key)
                 if primary:
