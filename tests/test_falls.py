@@ -45,17 +45,39 @@ def test_hopper_without_actions_falls_where_the_evaluation_says():
     def zero(obs):
         return jnp.zeros((obs.shape[0], env.action_size))
 
-    signals, alive, terminated = jax.jit(record_episodes, static_argnums=(0, 1, 3, 4))(
+    signals, alive, terminated, rewards = jax.jit(record_episodes, static_argnums=(0, 1, 3, 4))(
         env, zero, key, episodes, root_body(env, None)
     )
     evaluation = jax.jit(evaluate_policy, static_argnums=(0, 1, 3))(env, zero, key, episodes)
     report = fall_report(*(np.asarray(x) for x in (signals, alive, terminated)), before=10)
     np.testing.assert_array_equal(np.asarray(terminated).sum(axis=0), np.asarray(evaluation.terminated))
+    np.testing.assert_array_equal(np.asarray(alive).sum(axis=0), np.asarray(evaluation.lengths))
+    np.testing.assert_allclose(np.asarray(rewards).sum(axis=0), np.asarray(evaluation.returns), rtol=1e-5)
+    assert (np.asarray(rewards)[np.asarray(alive) == 0] == 0).all()  # nothing counted after the fall
     assert report["falls"] == int(np.asarray(evaluation.terminated).sum()) == episodes  # it topples
     np.testing.assert_array_equal(report["fall_steps"], np.sort(np.asarray(evaluation.lengths) - 1))
     torso_height = float(env.mj_model.body_pos[1][2])  # 1.25 m in the MJCF
     assert report["at_fall"]["height"] < report["before_fall"]["height"] < torso_height
     assert report["at_fall"]["saturation"] == report["at_fall"]["action_norm"] == 0.0
+
+
+def test_a_velocity_perturbation_moves_the_first_step_by_about_its_size_and_zero_moves_nothing():
+    env = envs.make("hopper", episode_length=20)
+    key, episodes, body = jax.random.key(3), 4, root_body(env, None)
+
+    def zero(obs):
+        return jnp.zeros((obs.shape[0], env.action_size))
+
+    record = jax.jit(record_episodes, static_argnums=(0, 1, 3, 4))
+    plain = [np.asarray(x) for x in record(env, zero, key, episodes, body)]
+    unmoved = [np.asarray(x) for x in record(env, zero, key, episodes, body, jnp.float32(0.0))]
+    moved = [np.asarray(x) for x in record(env, zero, key, episodes, body, jnp.float32(1e-3))]
+    for a, b in zip(plain, unmoved, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # the torso's x speed after the first step moves by about the perturbation of its velocity
+    speed = SIGNALS.index("forward_speed")
+    speed_change = np.abs(moved[0][0, :, speed] - plain[0][0, :, speed])
+    assert (speed_change > 0).all() and (speed_change < 1e-2).all()
 
 
 def test_an_unknown_body_is_refused_with_the_models_bodies():

@@ -13,6 +13,7 @@ import pytest
 from shac.run.commands import evaluate_run
 from shac.run.export import policy_function
 from shac.run.serialization import load_run_policy
+from shac.tools.falls import fall_report_of_run
 from tests.conftest import run_cli as run
 
 REQUIRED_METRICS = {"epoch", "env_steps", "wall_time_s", "train/episode_return", "actor/grad_norm", "critic/loss"}
@@ -60,6 +61,22 @@ def test_evaluate_cli_prints_a_json_line(pendulum_run):
     assert summary["mean_return"] > THRESHOLD
     assert summary["std_return"] >= 0.0
     assert (summary["mean_length"], summary["terminated"]) == (100.0, 0.0)  # the pendulum never terminates
+
+
+def test_the_fall_report_summarises_its_own_episodes_as_the_evaluation_does(pendulum_run):
+    report = fall_report_of_run(str(pendulum_run), episodes=4, seed=2)
+    assert (report["episodes"], report["falls"], report["before_fall"]) == (4, 0, None)  # the pendulum never falls
+    evaluation = evaluate_run(str(pendulum_run), episodes=4, seed=2)
+    assert report["evaluation"].keys() == evaluation.keys()
+    assert (report["evaluation"]["mean_length"], report["evaluation"]["terminated"]) == (100.0, 0.0)
+    # a swing-up is not chaotic over 100 steps: the two programs' episodes end alike
+    assert report["evaluation"]["mean_return"] == pytest.approx(evaluation["mean_return"], rel=1e-4)
+    assert "perturbed" not in report
+    perturbed = fall_report_of_run(str(pendulum_run), episodes=4, seed=2, perturb=1e-6)["perturbed"]
+    assert (perturbed["falls"], perturbed["outcome_changed"], perturbed["length_changed"]) == (0, 0, 0)
+    assert perturbed["evaluation"]["mean_return"] == pytest.approx(evaluation["mean_return"], rel=1e-3)
+    with pytest.raises(ValueError, match=r"perturb must be >= 0 \(0: no perturbed pass\), got -1.0"):
+        fall_report_of_run(str(pendulum_run), perturb=-1.0)
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # imageio reads through an ffmpeg subprocess
