@@ -25,6 +25,7 @@ import platform
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
@@ -37,8 +38,20 @@ from shac.run.hydra_config import register_configs, to_config
 from shac.tools.benchmarks.config import METHODS, BenchmarkConfig, register_benchmark_config, validate_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_subject(suite: str, env_name: str, throughput_envs: Sequence[str]) -> str:
+    """Hydra resolver: what a benchmark's run directory is named after, below `runs/benchmark/`: the suite,
+    and the environment where the suite measures one (`learning`; `throughput` without `throughput.envs`)
+    or the environments it lists; the Playground and sysid suites take their tasks from their own options."""
+    if suite == "learning" or (suite == "throughput" and not throughput_envs):
+        return f"{suite}/{env_name}"
+    return f"{suite}/{'+'.join(throughput_envs)}" if suite == "throughput" else suite
+
+
 register_configs()
 register_benchmark_config()
+OmegaConf.register_new_resolver("run_subject", run_subject)
 
 
 def machine(load_average: tuple[float, float, float]) -> dict:

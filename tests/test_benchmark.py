@@ -28,6 +28,27 @@ def benchmark_config(*overrides):
         return to_config(compose("benchmark", overrides=list(overrides)), BenchmarkConfig)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "subject"),
+    [
+        ([], "learning/cartpole_swingup"),
+        (["suite=learning", "env=ant"], "learning/ant"),
+        (["suite=throughput", "env=hopper"], "throughput/hopper"),
+        (["suite=throughput", "throughput.envs=[hopper,ant]"], "throughput/hopper+ant"),
+        (["suite=playground", "env=playground"], "playground"),  # its tasks are playground.tasks, not env.name
+        (["suite=sysid"], "sysid"),
+    ],
+)
+def test_a_benchmarks_run_directory_is_named_after_what_it_measures(overrides, subject):
+    from hydra import compose, initialize_config_dir
+
+    from launch.benchmark import ROOT
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        run_dir = compose("benchmark", overrides=overrides, return_hydra_config=True).hydra.run.dir
+    assert re.fullmatch(rf"runs/benchmark/{re.escape(subject)}/\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d", run_dir), run_dir
+
+
 def test_clock_leaves_out_the_first_laps_compile_time():
     clock = BudgetClock(budget_s=16.0)
     clock.laps = [10.0, 6.0]
