@@ -297,6 +297,23 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
     return section, table, [report.plot_throughput(points, out / "throughput.png")]
 
 
+def measured_on(results: dict) -> str:
+    """When and on what a results dict was measured: its date, the machine and the load average at its start
+    (each part's too, for a benchmark measured in parts)."""
+
+    def load(part: dict) -> str:
+        return ", ".join(f"{x:.2f}" for x in part["load_average_at_start"])
+
+    text = (
+        f"Measured {results['date']} on {results['cpu_count']} CPU cores ({results['device']}, jax "
+        f"{results['jax']}), load average at start {load(results)} (1, 5, 15 min)"
+    )
+    parts = [part for part in results.get("parts", []) if "load_average_at_start" in part]
+    if len(parts) > 1:
+        text += "; each part's, in order: " + "; ".join(f"{load(part)} ({part['date']})" for part in parts)
+    return text
+
+
 def write_docs(doc: Path, section: str, results: dict, table: str, files: list[Path], rendered_by: str) -> None:
     """Copies `files` to docs/benchmarks/<section>/ and replaces `section` of `doc` with the table
     (`rendered_by`: the command that re-rendered it from a results.json, if it did)."""
@@ -306,12 +323,10 @@ def write_docs(doc: Path, section: str, results: dict, table: str, files: list[P
     folder.mkdir(parents=True, exist_ok=True)
     for path in files:
         shutil.copy(path, folder / path.name)
-    load = ", ".join(f"{x:.2f}" for x in results["load_average_at_start"])
     links = " ".join(f"![{p.stem}](benchmarks/{section}/{p.name})" for p in files if p.suffix == ".png")
     rerendered = f"Re-rendered from its results.json with:\n\n```bash\n{rendered_by}\n```\n\n" if rendered_by else ""
     body = (
-        f"Measured {results['date']} on {results['cpu_count']} CPU cores ({results['device']}, jax "
-        f"{results['jax']}), load average at start {load} (1, 5, 15 min), with:\n\n"
+        f"{measured_on(results)}, with:\n\n"
         f"```bash\n{results['command']}\n```\n\n{rerendered}{table}\n\n"
         f"Raw results: [results.json](benchmarks/{section}/results.json).\n\n{links}\n"
     )

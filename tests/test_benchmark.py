@@ -372,6 +372,13 @@ def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
     assert merged["command"] == "run a\nrun b\nrun c"
     assert merged["date"] == "2026-12-01 10:43 UTC"
     assert merged["load_average_at_start"] == first["load_average_at_start"] != new["load_average_at_start"]
+    assert [(p["command"], p["date"], p["load_average_at_start"]) for p in merged["parts"]] == [
+        ("run a", "2026-12-01 10:43 UTC", [1.0, 1.5, 2.0]),
+        ("run b", "2026-12-01 13:05 UTC", [2.0] * 3),
+        ("run c", "2026-12-01 15:00 UTC", [3.0] * 3),
+    ]
+    again = extend_results([merged], part("run d", "2026-12-02 09:00 UTC", [], {}, [0.5] * 3))
+    assert [p["command"] for p in again["parts"]] == ["run a", "run b", "run c", "run d"]  # a merge's parts kept
     assert merged["survey"] == [{"task": "A", "built": True}, {"task": "B"}, {"task": "C"}]
     assert list(merged["learning"]) == ["playground/A", "playground/B"]
     # a task learned in two parts: the first part's settings, every part's runs, each method's first choice
@@ -382,6 +389,23 @@ def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
     }
     assert new["learning"]["playground/A"]["runs"] == [3]  # the parts are not changed in place
     assert first["learning"]["playground/A"]["runs"] == [1]
+
+
+def test_the_docs_header_gives_each_parts_load_average():
+    from launch.benchmark import measured_on
+
+    machine = {"cpu_count": 2, "device": "cpu", "jax": "0.9.2"}
+    one = {**machine, "date": "2026-12-01 10:43 UTC", "load_average_at_start": [1.0, 1.5, 2.0]}
+    header = "Measured 2026-12-01 10:43 UTC on 2 CPU cores (cpu, jax 0.9.2), load average at start 1.00, 1.50, 2.00"
+    assert measured_on(one) == header + " (1, 5, 15 min)"
+    parts = [
+        {"date": "2026-12-01 10:43 UTC", "load_average_at_start": [1.0, 1.5, 2.0]},
+        {"date": "2026-12-02 09:00 UTC", "load_average_at_start": [0.5, 0.25, 3.0]},
+    ]
+    assert measured_on({**one, "parts": parts}) == (
+        header + " (1, 5, 15 min); each part's, in order: 1.00, 1.50, 2.00 (2026-12-01 10:43 UTC); "
+        "0.50, 0.25, 3.00 (2026-12-02 09:00 UTC)"
+    )
 
 
 def test_the_playground_comparison_reads_each_method_at_equal_steps_and_equal_time():

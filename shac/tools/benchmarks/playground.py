@@ -181,15 +181,26 @@ def latest_survey(entries: Iterable[dict]) -> list[dict]:
     return list({entry["task"]: entry for entry in entries}.values())
 
 
+def run_parts(results: dict) -> list[dict]:
+    """The parts a suite=playground results dict was measured in, each {"command", "date",
+    "load_average_at_start"}: its "parts" if it merges several, else itself as one."""
+    if "parts" in results:
+        return results["parts"]
+    keys = ("command", "date", "load_average_at_start")
+    return [{key: results[key] for key in keys if key in results}]
+
+
 def extend_results(earlier: list[dict], results: dict) -> dict:
     """`results` (a new suite=playground run, before it measures) after the survey entries and learning
-    runs of `earlier` runs, with every run's command (one per line), and the date and load average of
-    the first run. A task surveyed in several parts keeps its latest entry; a task learned in several
-    parts keeps its first part's settings and the runs of every part."""
+    runs of `earlier` runs, with every run's command (one per line), the date and load average of the
+    first run, and each part's command, date and load average ("parts", `run_parts`). A task surveyed in
+    several parts keeps its latest entry; a task learned in several parts keeps its first part's settings
+    and the runs of every part."""
     parts = [*earlier, results]
     commands = [run["command"] for run in parts]
     first = min(parts, key=lambda run: run["date"])
     merged = {**results, "command": "\n".join(commands), "date": first["date"]}
+    merged["parts"] = [part for run in parts for part in run_parts(run)]
     if "load_average_at_start" in first:
         merged["load_average_at_start"] = first["load_average_at_start"]
     merged["survey"] = latest_survey(entry for run in parts for entry in run["survey"])
