@@ -125,6 +125,9 @@ def test_progress_line_by_hand():
     assert progress_line(1, 500, 2048, None, None, 41.0, None) == (
         "epoch 1/500 | 2,048 steps | return - | - steps/s | elapsed 0:00:41 | ETA -"
     )
+    assert progress_line(1, 500, 2048, None, None, 41.0, None, max_env_steps=4_096_000) == (
+        "epoch 1/500 | 2,048/4,096,000 steps | return - | - steps/s | elapsed 0:00:41 | ETA -"
+    )
 
 
 def test_pace_leaves_out_the_first_epoch_and_takes_medians_of_the_recent_ones():

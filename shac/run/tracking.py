@@ -145,6 +145,10 @@ def _rate_text(steps_per_s: float | None) -> str:
     return "-" if steps_per_s is None else f"{steps_per_s:,.0f}"
 
 
+def _steps_text(env_steps: int, max_env_steps: int | None) -> str:
+    return f"{env_steps:,}" if max_env_steps is None else f"{env_steps:,}/{max_env_steps:,}"
+
+
 def _eta_text(eta_s: float | None) -> str:
     return "-" if eta_s is None else _duration(eta_s)
 
@@ -157,6 +161,7 @@ def progress_line(
     steps_per_s: float | None,
     elapsed_s: float,
     eta_s: float | None,
+    max_env_steps: int | None = None,
 ) -> str:
     """One complete plain progress line, e.g. `epoch 50/500 | 1,024,000 steps | return -450.2 (64 ep) |
     11,647 steps/s | elapsed 0:01:28 | ETA 0:13:12`.
@@ -166,10 +171,13 @@ def progress_line(
         steps_per_s: `Pace.steps_per_s()`; None shows `-`.
         elapsed_s: the run's wall time, compilation included.
         eta_s: the time left; None shows `-`.
+        max_env_steps: `algo.max_env_steps`, shown after the steps (`1,024,000/4,096,000 steps`); None
+            shows the steps alone.
     """
     return (
-        f"epoch {epoch}/{total} | {env_steps:,} steps | return {_return_text(recent_return)} | "
-        f"{_rate_text(steps_per_s)} steps/s | elapsed {_duration(elapsed_s)} | ETA {_eta_text(eta_s)}"
+        f"epoch {epoch}/{total} | {_steps_text(env_steps, max_env_steps)} steps | "
+        f"return {_return_text(recent_return)} | {_rate_text(steps_per_s)} steps/s | "
+        f"elapsed {_duration(elapsed_s)} | ETA {_eta_text(eta_s)}"
     )
 
 
@@ -232,7 +240,7 @@ class Tracker:
                 TextColumn("epoch"),
                 MofNCompleteColumn(),
                 BarColumn(bar_width=20),
-                TextColumn("{task.fields[env_steps]:,} steps | return {task.fields[episode_return]}"),
+                TextColumn("{task.fields[env_steps]} steps | return {task.fields[episode_return]}"),
                 TextColumn("| {task.fields[steps_per_s]} steps/s |"),
                 TimeElapsedColumn(),
                 TextColumn("| ETA {task.fields[eta]}"),
@@ -243,7 +251,7 @@ class Tracker:
                 "train",
                 total=config.algo.max_epochs,
                 completed=start_epoch,
-                env_steps=self.last_record.get("env_steps", 0),
+                env_steps=_steps_text(self.last_record.get("env_steps", 0), config.algo.max_env_steps),
                 episode_return="-",
                 steps_per_s="-",
                 eta="-",
@@ -304,7 +312,7 @@ class Tracker:
             self._progress.update(
                 self._task,
                 completed=epoch,
-                env_steps=env_steps,
+                env_steps=_steps_text(env_steps, self.config.algo.max_env_steps),
                 episode_return=_return_text(self._returns.mean()),
                 steps_per_s=_rate_text(self._pace.steps_per_s()),
                 eta=_eta_text(self._eta(epoch)),
@@ -312,7 +320,8 @@ class Tracker:
         total = self.config.algo.max_epochs
         if self._lines and (epoch - self._printed_epoch >= self.config.logger.progress_every or epoch >= total):
             recent, rate = self._returns.mean(), self._pace.steps_per_s()
-            print(progress_line(epoch, total, env_steps, recent, rate, wall_time, self._eta(epoch)), flush=True)
+            eta, max_env_steps = self._eta(epoch), self.config.algo.max_env_steps
+            print(progress_line(epoch, total, env_steps, recent, rate, wall_time, eta, max_env_steps), flush=True)
             self._printed_epoch = epoch
         self.last_record = record
         return record
