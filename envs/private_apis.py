@@ -211,3 +211,16 @@ def mjspec_find_body() -> Iterator[None]:
         yield
     finally:
         del mujoco.MjSpec.find_body
+
+
+def set_xla_log_level(level: int) -> None:
+    """XLA's C++ log shows messages of `level` and above (0 info, 1 warning, 2 error, 3 fatal) from now on.
+
+    Private: `jax._src.lib.utils.absl_set_min_log_level` (checked: jax 0.9.2); the
+    public `TF_CPP_MIN_LOG_LEVEL` is read only when jaxlib is first imported, and
+    `jax_logging_level` also sets the level of JAX's Python loggers. Test:
+    tests/test_runtime.py (a load from the compilation cache logs nothing at 3).
+    """
+    from jax._src.lib import utils
+
+    utils.absl_set_min_log_level(level)

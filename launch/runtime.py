@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # importing shac.config imports mujoco, which must wait for h
 
 DEFAULT_CACHE = Path.home() / ".cache" / "shac" / "jax"
 CACHE_ENV = "SHAC_JAX_CACHE"
+XLA_LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
 
 
 def headless_rendering() -> None:
@@ -40,9 +41,19 @@ def configure_compile_cache(setting: str | None = None) -> None:
 
     Every compilation that takes a second or more is stored, so a relaunch of
     the same config on the same machine skips most of its compile time.
+
+    XLA:CPU (jaxlib 0.9.2) logs two 3 kB errors for every program it loads from the cache,
+    ending "could lead to execution errors such as SIGILL": it checks LLVM tuning flags
+    (`+prefer-no-gather`, `+prefer-no-scatter`) as if they were CPU features, and the program
+    it loads runs. With the cache on, XLA's C++ log therefore shows fatal messages only,
+    unless `TF_CPP_MIN_LOG_LEVEL=0` asks for all of it.
     """
     cache = compile_cache_dir(setting)
     if cache is not None:
+        if os.environ.get(XLA_LOG_LEVEL_ENV) != "0":
+            from envs.private_apis import set_xla_log_level  # imports mujoco: after headless_rendering()
+
+            set_xla_log_level(3)
         jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
