@@ -44,9 +44,11 @@ def run_subject(suite: str, env_name: str, throughput_envs: Sequence[str]) -> st
     """Hydra resolver: what a benchmark's run directory is named after, below `runs/benchmark/`: the suite,
     and the environment where the suite measures one (`learning`; `throughput` without `throughput.envs`)
     or the environments it lists; the Playground and sysid suites take their tasks from their own options."""
-    if suite == "learning" or (suite == "throughput" and not throughput_envs):
+    if suite == "learning":
         return f"{suite}/{env_name}"
-    return f"{suite}/{'+'.join(throughput_envs)}" if suite == "throughput" else suite
+    if suite == "throughput":
+        return f"{suite}/{'+'.join(throughput_envs) or env_name}"
+    return suite
 
 
 register_configs()
