@@ -244,17 +244,25 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
     from shac.tools.benchmarks import report
 
     if results["suite"] == "playground":
+        from envs.playground import published_ppo_config
         from shac.tools.benchmarks import playground as survey
 
         tables, plots = [], []
         if results["survey"]:
             tables.append(f"Every task surveyed:\n\n{survey.survey_table(results['survey'])}")
-        methods = {run["method"] for learned in results["learning"].values() for run in learned["runs"]}
+        learning = results["learning"]
+        methods = {run["method"] for learned in learning.values() for run in learned["runs"]}
+        ppo_steps = {name.removeprefix("playground/"): published_ppo_config(name)["num_timesteps"] for name in learning}
         for method in sorted(methods - {"ppo"}, key=METHODS.index):
             if "ppo" in methods:
-                table = survey.comparison_table(results["learning"], (method, "ppo"))
+                table = survey.comparison_table(learning, (method, "ppo"))
                 tables.append(f"{method.upper()} against PPO on every task (mean over seeds):\n\n{table}")
-        for name, learned in results["learning"].items():
+            table = survey.reference_table(learning, method, ppo_steps)
+            tables.append(
+                f"{method.upper()} against Playground's published PPO return (readings of its published curves, "
+                f"`PUBLISHED_PPO_RETURNS` in shac/tools/benchmarks/playground.py):\n\n{table}"
+            )
+        for name, learned in learning.items():
             folder = out / name.removeprefix("playground/")
             folder.mkdir(parents=True, exist_ok=True)
             _, table, task_plots = render(learned, folder)

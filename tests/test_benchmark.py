@@ -435,3 +435,48 @@ def test_the_playground_comparison_reads_each_method_at_equal_steps_and_equal_ti
     # evaluation at or before S is 9.0; PPO's are 4.0 and 0.0 (mean 2.0); its finals 4.0 and 99.0 (mean 51.5).
     assert row == "| A | 1 / 2 | 12.0 (300) | 51.5 (250, 900) | 250 | 9.0 | 2.0 | 25 s | 9.0 | 2.0 | discounting 0.95 |"
     assert len(comparison_table(learning, ("sapo", "ppo")).splitlines()) == 2  # no SAPO run: no row
+
+
+def test_the_reference_table_scores_each_task_against_playgrounds_published_return_and_its_steps():
+    from shac.tools.benchmarks.playground import PUBLISHED_PPO_RETURNS, reference_table
+
+    def run(seed, records):
+        return {"method": "shac", "seed": seed, "records": [{"env_steps": s, "eval_return": r} for s, r in records]}
+
+    assert PUBLISHED_PPO_RETURNS["CheetahRun"] == 850.0  # 80%: 680
+    cheetah = [run(0, [(0, 10.0), (50, 700.0), (150, 690.0)]), run(1, [(0, 5.0), (80, 600.0), (120, 720.0)])]
+    learning = {"playground/CheetahRun": {"runs": cheetah}, "playground/MyTask": {"runs": [run(0, [(0, 1.0)])]}}
+    # seed 0 reaches 680 at 50 steps, seed 1 at 120: the slowest, 120, is over a tenth of 1,000 PPO steps;
+    # the finals 690 and 720 average 705, 83% of 850. With 2,000 PPO steps, 120 is within a tenth.
+    rows = reference_table(learning, "shac", {"CheetahRun": 1000}).splitlines()
+    assert rows[2] == "| CheetahRun | 705.0 (2) | 850 | 1,000 | 83% | 120 | no |"
+    assert rows[3] == "| MyTask | 1.0 (1) | - | - | - | - | - |"
+    assert reference_table(learning, "shac", {"CheetahRun": 2000}).splitlines()[2].endswith("| 120 | yes |")
+    # a seed that never reaches 80%, or a mean final below it, does not meet the reference
+    slow = {"playground/CheetahRun": {"runs": [cheetah[0], run(1, [(0, 5.0), (80, 600.0)])]}}
+    assert reference_table(slow, "shac", {"CheetahRun": 2000}).splitlines()[2].endswith("| not reached | no |")
+    fell = {"playground/CheetahRun": {"runs": [run(0, [(0, 10.0), (50, 700.0), (150, 300.0)])]}}
+    assert reference_table(fell, "shac", {"CheetahRun": 2000}).splitlines()[2].endswith("| 50 | no |")
+    assert len(reference_table(learning, "sapo", {"CheetahRun": 1000}).splitlines()) == 2  # no SAPO run
+
+
+def test_a_playground_benchmark_renders_the_reference_table_with_playgrounds_own_steps(tmp_path):
+    from launch.benchmark import render
+
+    def run(method, records):
+        run = {"method": method, "config": "default", "seed": 0}
+        points = [{"env_steps": s, "wall_time_s": s / 1000, "eval_return": r, "eval_std": 1.0} for s, r in records]
+        return {**run, "records": [{**run, **point} for point in points]}
+
+    task = {
+        "suite": "learning",
+        "env": "playground/AcrobotSwingup",
+        "budget_s": 60.0,
+        "config": {"seed": 0},
+        "runs": [run("shac", [(0, 1.0), (5000, 200.0)]), run("ppo", [(0, 2.0), (4000, 9.0)])],
+    }
+    results = {"suite": "playground", "survey": [], "learning": {"playground/AcrobotSwingup": task}}
+    section, text, _ = render(results, tmp_path)
+    assert section == "playground_learning"
+    # Playground trains PPO 100M steps on the acrobot (60M on most tasks); 200.0 is 91% of its 220
+    assert "| AcrobotSwingup | 200.0 (1) | 220 | 100,000,000 | 91% | 5,000 | yes |" in text.splitlines()

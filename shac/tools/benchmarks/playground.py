@@ -38,6 +38,40 @@ PUBLISHED_PPO_FIELDS = (
 )
 """The values of Playground's PPO configuration a benchmark run takes as published (its batch is scaled)."""
 PUBLISHED_PPO_NETWORKS = {"policy_hidden_layer_sizes": "policy_hidden", "value_hidden_layer_sizes": "value_hidden"}
+PUBLISHED_PPO_RETURNS = {
+    "AcrobotSwingup": 220.0,
+    "AcrobotSwingupSparse": 15.0,
+    "BallInCup": 680.0,
+    "CartpoleBalance": 950.0,
+    "CartpoleBalanceSparse": 700.0,
+    "CartpoleSwingup": 800.0,
+    "CartpoleSwingupSparse": 425.0,
+    "CheetahRun": 850.0,
+    "FingerSpin": 600.0,
+    "FingerTurnEasy": 950.0,
+    "FingerTurnHard": 950.0,
+    "FishSwim": 650.0,
+    "HopperHop": 2.0,
+    "HopperStand": 70.0,
+    "HumanoidRun": 130.0,
+    "HumanoidStand": 700.0,
+    "HumanoidWalk": 500.0,
+    "PendulumSwingup": 395.0,
+    "PointMass": 900.0,
+    "ReacherEasy": 950.0,
+    "ReacherHard": 950.0,
+    "SwimmerSwimmer6": 560.0,
+    "WalkerRun": 560.0,
+    "WalkerStand": 1000.0,
+    "WalkerWalk": 960.0,
+}
+"""Playground's published PPO return of each dm_control task, read off a figure: the end of the JAX
+curves of Playground's announcement of its Warp backend (google-deepmind/mujoco_playground discussion
+#197), as SLM-Lab's Playground benchmark read them for its targets (kengz/SLM-Lab, docs/PHASE5_OPS.md,
+March 2026). Playground publishes no table of these values; a reading of a curve is approximate."""
+REFERENCE_FRACTION = 0.8
+REFERENCE_STEPS_FRACTION = 0.1
+"""A method matches the published return at 80% of it using at most a tenth of PPO's env steps."""
 
 
 def window_gradients(env, seed: int = 0) -> dict:
@@ -264,5 +298,45 @@ def comparison_table(learning: dict, methods: tuple[str, str] = ("shac", "ppo"))
         cells += [f"{time:.0f} s", *[f"{_mean_return_by(runs[m], 'wall_time_s', time):.1f}" for m in methods]]
         source = results.get("sources", {}).get("ppo", {}).get(chosen.get("ppo"), "")
         cells.append(source.partition(f"; {cells[0]}: ")[2] or "none")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def reference_table(learning: dict, method: str, ppo_steps: dict[str, int]) -> str:
+    """Each task's return under `method` against Playground's published PPO return.
+
+    `ppo_steps` maps a task (its bare name) to the env steps of Playground's PPO configuration for it.
+    A task meets the reference when every seed's evaluations reach `REFERENCE_FRACTION` of the
+    published return within `REFERENCE_STEPS_FRACTION` of those steps and the mean final return over
+    the seeds is at least that fraction too. Tasks without a run of `method` are left out; those
+    without a published return say so.
+    """
+    header = [
+        "task",
+        f"{method} final, mean (seeds)",
+        "PPO published",
+        "PPO steps (Playground's config)",
+        "final / published",
+        f"steps to {REFERENCE_FRACTION:.0%} of it (slowest seed)",
+        f"{REFERENCE_FRACTION:.0%} within {REFERENCE_STEPS_FRACTION:g} of PPO's steps",
+    ]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task, results in learning.items():
+        runs = [r["records"] for r in results["runs"] if r["method"] == method]
+        if not runs:
+            continue
+        name = task.removeprefix("playground/")
+        final = float(np.mean([records[-1]["eval_return"] for records in runs]))
+        cells = [name, f"{final:.1f} ({len(runs)})"]
+        if name not in PUBLISHED_PPO_RETURNS:
+            rows.append("| " + " | ".join([*cells, "-", "-", "-", "-", "-"]) + " |")
+            continue
+        published, budget = PUBLISHED_PPO_RETURNS[name], ppo_steps[name]
+        target = REFERENCE_FRACTION * published
+        reached = [next((r["env_steps"] for r in records if r["eval_return"] >= target), None) for records in runs]
+        slowest = None if None in reached else max(reached)
+        met = slowest is not None and slowest <= REFERENCE_STEPS_FRACTION * budget and final >= target
+        cells += [f"{published:g}", f"{budget:,}", f"{final / published:.0%}"]
+        cells += ["not reached" if slowest is None else f"{slowest:,}", "yes" if met else "no"]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
