@@ -270,6 +270,18 @@ def test_per_env_gradient_shares_sum_to_the_gradient_and_clip_at_the_quantile():
     combined, metrics = median.combine_env_gradients(hand)
     np.testing.assert_allclose(np.asarray(combined["w"]), [1.0 + 2.5, 2.0 + 2.5], rtol=1e-6)
     assert float(metrics["actor/env_grad_spread"]) == pytest.approx(10.0 / 2.5)
+    # envs whose share is zero do not count: norms 0, 0, 0, 2 and 4 have a nonzero median of 3 (not 0,
+    # which would clip every share to nothing), so only the last share is scaled, by 3 / 4
+    flat = {"w": jnp.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [2.0, 0.0], [0.0, 4.0]])}
+    combined, metrics = median.combine_env_gradients(flat)
+    np.testing.assert_allclose(np.asarray(combined["w"]), [2.0, 3.0], rtol=1e-6)
+    assert float(metrics["actor/env_grad_spread"]) == pytest.approx(4.0 / 3.0)
+    combined, metrics = median.combine_env_gradients(jax.tree.map(jnp.zeros_like, flat))  # nothing moves
+    np.testing.assert_array_equal(np.asarray(combined["w"]), [0.0, 0.0])
+    assert float(metrics["actor/env_grad_spread"]) == 1.0
+    nan = {"w": flat["w"].at[0, 0].set(jnp.nan)}  # a non-finite share reaches the sum, which skips the update
+    combined, metrics = median.combine_env_gradients(nan)
+    assert np.isnan(np.asarray(combined["w"])).any() and np.isnan(float(metrics["actor/env_grad_spread"]))
 
 
 def test_an_epoch_with_clipped_env_shares_updates_the_actor_and_logs_their_spread():

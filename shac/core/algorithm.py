@@ -488,11 +488,14 @@ class Shac:
 
 def clipped_sum(shares: Params, quantile: float) -> tuple[Params, jax.Array]:
     """Per-env gradient shares, [N, ...] per leaf -> (their sum after clipping each share's norm to the
-    `quantile` of the N norms, float32 [] the largest norm over that bound). NaN in any share makes both NaN."""
+    `quantile` of the nonzero norms among the N, float32 [] the largest norm over that bound; 1 when every
+    share is zero). Envs whose share is zero (a flat reward, a finished episode) do not lower the bound.
+    NaN in any share makes both NaN."""
     norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in jax.tree.leaves(shares)))
-    bound = jnp.quantile(norms, quantile)
+    bound = jnp.nanquantile(jnp.where(norms > 0, norms, jnp.nan), quantile)  # NaN when no share is nonzero
     scale = jnp.where(norms > bound, bound / jnp.where(norms > bound, norms, 1.0), 1.0)
-    return jax.tree.map(lambda g: jnp.tensordot(scale, g, axes=1), shares), norms.max() / bound
+    spread = jnp.where(jnp.all(norms == 0), 1.0, norms.max() / bound)
+    return jax.tree.map(lambda g: jnp.tensordot(scale, g, axes=1), shares), spread
 
 
 def with_learning_rate(opt_state: optax.OptState, learning_rate: jax.Array) -> optax.OptState:
