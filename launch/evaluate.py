@@ -10,7 +10,8 @@ trained with softened contacts. With real=<file> (a YAML file of
 `element:name:attribute: value`, shac/run/real.py) the episodes run on the run's
 model with those values written in, without the run's randomisation: a stand-in
 for the real robot. With episode_length=<steps> the episodes last that many
-steps instead of the run's `env.episode_length`. The work is `shac.run.commands.evaluate_run`.
+steps instead of those of the run's own evaluations (`eval.episode_length`, else
+`env.episode_length`). The work is `shac.run.commands.evaluate_run`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class EvaluateArgs:
     """A real file (element:name:attribute: value per line, shac/run/real.py): evaluate on the model with these
     values, not on the run's own (nominal or randomised) model."""
     episode_length: int | None = None
-    """Steps per episode; None: the run's own `env.episode_length`."""
+    """Steps per episode; None: those of the run's own evaluations."""
 
 
 if __name__ == "__main__":

@@ -368,10 +368,15 @@ class EvalConfig:
     """Evaluate every this many epochs (and after the last); 0 disables periodic evaluation."""
     episodes: int = 16
     """Full episodes per evaluation, run in parallel."""
+    episode_length: int | None = None
+    """Steps per evaluation episode and per video; None: the training episodes' (`env.episode_length`,
+    else the task's own). Lets training restart its envs more often than the evaluation does."""
 
     def __post_init__(self):
         _check_non_negative({"eval.every": self.every})
         _check_positive({"eval.episodes": self.episodes})
+        if self.episode_length is not None:
+            _check_positive({"eval.episode_length": self.episode_length})
 
 
 @dataclass(frozen=True)
@@ -459,6 +464,11 @@ class TrainConfig:
             f"algo.horizon={self.algo.horizon} is longer than the episode of '{self.env.name}' "
             f"({episode_length} steps)",
         )
+
+    def evaluation_env(self, episode_length: int | None = None) -> EnvConfig:
+        """The env config evaluations run: episodes of `episode_length` steps, else of `eval.episode_length`,
+        else the training episodes'."""
+        return self.env.with_episode_length(episode_length or self.eval.episode_length)
 
 
 @dataclass(frozen=True)

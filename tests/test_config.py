@@ -89,6 +89,7 @@ def test_command_line_overrides_win_over_env_defaults():
         ("algo.lam=0", r"algo.lam must be in \(0, 1\], got 0.0"),
         ("algo.horizon=300", r"algo.horizon=300 is longer than the episode of 'cartpole_swingup' \(240 steps\)"),
         ("logger.mode=cloud", "unknown logger.mode 'cloud'; available: offline, online, disabled"),
+        ("eval.episode_length=0", r"eval.episode_length must be > 0, got 0"),
         ("algo.critic_minibatches=3", "algo.critic_minibatches=3 must divide num_envs \\* horizon = 2048"),
         (
             "algo.actor_env_clip_quantile=1.5",

@@ -52,6 +52,20 @@ def test_bad_epochs_stop_the_run_with_a_checkpoint_of_the_last_good_state(tmp_pa
     assert [r["train/bad_epochs"] for r in read_records(tmp_path)] == [0, 0, 0, 1, 2, 3]
 
 
+def test_evaluations_last_eval_episode_length_steps_while_training_episodes_keep_theirs(tmp_path):
+    from shac.run.commands import evaluate_run
+
+    algo = dataclasses.replace(CONFIG.algo, max_epochs=2)  # 4-step windows over 4-step training episodes
+    config = dataclasses.replace(CONFIG, algo=algo, eval=EvalConfig(every=1, episodes=2, episode_length=7))
+    train_module.train(config, tmp_path)
+    records = read_records(tmp_path)
+    assert [r["eval/mean_length"] for r in records] == [7.0, 7.0]
+    assert [r["train/episode_length"] for r in records] == [4.0, 4.0]
+    # launch/evaluate.py's default is the run's evaluation length; episode_length= still overrides it
+    assert evaluate_run(str(tmp_path), episodes=2)["mean_length"] == 7.0
+    assert evaluate_run(str(tmp_path), episodes=2, episode_length=3)["mean_length"] == 3.0
+
+
 def test_a_second_signal_exits_at_once_with_one_line(monkeypatch, capsys):
     exits = []
 

@@ -43,8 +43,9 @@ def evaluate_run(
             the run trained with a softened one.
         real: a real file (`shac.run.real`): the episodes run on the run's model with its
             values written in, without the run's randomisation.
-        episode_length: steps per episode (>= 1); None: the run's `env.episode_length`
-            (a run trained on short episodes is evaluated on the task's full ones so).
+        episode_length: steps per episode (>= 1); None: those of the run's own evaluations
+            (`eval.episode_length`, else `env.episode_length`; a run trained on short episodes is
+            evaluated on the task's full ones so).
 
     Returns:
         {"mean_return", "std_return", "episodes", "mean_length", "terminated"} (`summarize`),

@@ -106,10 +106,10 @@ def real_env(
         values: the real file's values (`load_real`).
         model: the run's compiled nominal model, against which `values` are checked.
         source: the real file's path, for the messages.
-        episode_length: steps per episode; None: the run's `env.episode_length`.
+        episode_length: steps per episode; None: those of the run's evaluations (`TrainConfig.evaluation_env`).
 
     Raises:
         ValueError: a key or value that does not fit `model` (`check_real`).
     """
     check_real(values, model, source)
-    return make_env(config.env.with_episode_length(episode_length), real_randomization(values), config.smoothing)
+    return make_env(config.evaluation_env(episode_length), real_randomization(values), config.smoothing)

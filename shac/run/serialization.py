@@ -109,9 +109,9 @@ def load_run_policy(
 
     With `physical`, `RunPolicy.env` simulates the physical contact model
     (`smoothing.mode=none`) whatever contact model the run trained with; with
-    `episode_length`, its episodes last that many steps instead of the run's
-    `env.episode_length` (shorter than the run's window too: `RunPolicy.config`
-    stays the run's).
+    `episode_length`, its episodes last that many steps instead of those of the
+    run's evaluations (`TrainConfig.evaluation_env`; shorter than the run's window
+    too: `RunPolicy.config` stays the run's).
 
     Raises:
         FileNotFoundError: no `config.json` in `run_dir`.
@@ -123,7 +123,7 @@ def load_run_policy(
     config = load_config(run_dir)
     if physical:
         config = dataclasses.replace(config, smoothing=Smoothing())
-    env = make_env(config.env.with_episode_length(episode_length), config.randomization, config.smoothing)
+    env = make_env(config.evaluation_env(episode_length), config.randomization, config.smoothing)
     shac = make_algorithm(config.algo, env)
     abstract = shac.state_shapes
     policy_file = run_dir / POLICY_FILE

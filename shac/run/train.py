@@ -242,13 +242,15 @@ def _loop(
     goes into `state.train_seconds` before anything is checkpointed, so the
     learning rates' decay and a resumed run go on from it.
     """
-    env = shac.env
+    eval_env = shac.env  # the evaluations' and videos', with their own episode length if one is set
+    if config.eval.episode_length is not None:
+        eval_env = make_env(config.evaluation_env(), config.randomization, config.smoothing)
     primary = jax.process_index() == 0
     max_bad, num_envs = config.train.max_bad_epochs, config.algo.num_envs
     good_state, bad_epochs = state, 0
     epoch_fn = parallel.sharded_epoch(shac, mesh)
-    eval_fn = jax.jit(partial(evaluate, env, shac.actor, episodes=config.eval.episodes))
-    episode_fn = jax.jit(partial(run_episode, env, shac.actor))
+    eval_fn = jax.jit(partial(evaluate, eval_env, shac.actor, episodes=config.eval.episodes))
+    episode_fn = jax.jit(partial(run_episode, eval_env, shac.actor))
     start, max_epochs, max_env_steps = int(state.epoch), config.algo.max_epochs, config.algo.max_env_steps
     clock = TrainingClock(config.algo.budget_minutes, float(state.train_seconds))
     steps_spent = max_env_steps is not None and int(state.env_steps) >= max_env_steps
@@ -295,7 +297,7 @@ def _loop(
                 episode = episode_fn(state.actor_params, state.normalizer, video_key)
                 if primary:
                     path = run_dir / VIDEO_DIR / f"epoch_{epoch}.mp4"
-                    tracker.log_video(epoch, episode_video(path, env.mj_model, episode, env.ctrl_dt))
+                    tracker.log_video(epoch, episode_video(path, eval_env.mj_model, episode, eval_env.ctrl_dt))
             if max_bad and (bad_epochs >= max_bad or (last and bad_epochs == epoch - start)):
                 _stop_diverged(checkpointer, config, good_state, epoch, bad_epochs, start)
             stopping = _any_process(stop.received)
