@@ -259,6 +259,17 @@ def _mean_return_by(runs: list[list[dict]], key: str, limit: float) -> float:
     return float(np.mean([_return_by(records, key, limit) for records in runs]))
 
 
+def _method_runs(results: dict, method: str) -> list[list[dict]]:
+    """The records of each seed's run of `method` in a task's learning results: of its chosen configuration,
+    or every run of it where none was chosen."""
+    chosen = results.get("chosen", {}).get(method)
+    return [
+        r["records"]
+        for r in results["runs"]
+        if r["method"] == method and (chosen is None or r.get("config") in (None, chosen))
+    ]
+
+
 def comparison_table(learning: dict, methods: tuple[str, str] = ("shac", "ppo")) -> str:
     """Each task's return at equal env steps and at equal training wall-clock, one method against another.
 
@@ -281,10 +292,7 @@ def comparison_table(learning: dict, methods: tuple[str, str] = ("shac", "ppo"))
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for task, results in learning.items():
         chosen = results.get("chosen", {})
-        runs = {
-            m: [r["records"] for r in results["runs"] if r["method"] == m and r.get("config") in (None, chosen.get(m))]
-            for m in methods
-        }
+        runs = {m: _method_runs(results, m) for m in methods}
         if not all(runs.values()):
             continue
         every = [records for seeds in runs.values() for records in seeds]
@@ -322,7 +330,7 @@ def reference_table(learning: dict, method: str, ppo_steps: dict[str, int]) -> s
     ]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for task, results in learning.items():
-        runs = [r["records"] for r in results["runs"] if r["method"] == method]
+        runs = _method_runs(results, method)
         if not runs:
             continue
         name = task.removeprefix("playground/")
