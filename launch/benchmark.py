@@ -25,6 +25,7 @@ import platform
 import shlex
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -119,7 +120,8 @@ def learning(config: BenchmarkConfig, meta: dict, earlier: tuple[dict, ...] = ()
                 raise ConfigError(
                     f"the earlier {method} run of seed {seed} decayed its learning rates over "
                     f"{lr_decay(earlier_run)}, this one over {decay} (shac_budget_schedule="
-                    f"{str(config.shac_budget_schedule).lower()}); extend only results of the same schedule"
+                    f"{str(config.shac_budget_schedule).lower()}); extend only results of the same schedule "
+                    f"(shac_budget_schedule={str(not config.shac_budget_schedule).lower()} extends these)"
                 )
             return
         print(f"{method} ({name}) seed {seed}: training for {budget_s:.0f} s", flush=True)
@@ -324,6 +326,26 @@ def measured_on(results: dict) -> str:
     return text
 
 
+def decay_note(results: dict) -> str:
+    """One sentence on what the SHAC-family runs of a learning or playground results dict decayed their
+    learning rates over (and how many runs each way); empty when it holds none."""
+    learned = (results["learning"] or {}).values() if results["suite"] == "playground" else [results]
+    runs = [run for part in learned for run in part.get("runs", []) if run["method"] in ALGORITHMS]
+    counts = Counter(lr_decay(run) for run in runs)
+    words = {
+        "budget": "on each run's training clock, to end with its budget (`shac_budget_schedule=true`)",
+        "max_epochs": "over `algo.max_epochs` alone (`shac_budget_schedule=false`)",
+        "calibrated epochs": "over epochs timed before each run (an earlier version of `shac_budget_schedule`)",
+    }
+    if not counts:
+        return ""
+    return (
+        "SHAC, AHAC and SAPO runs decayed their learning rates "
+        + "; ".join(f"{words[decay]}: {n} run{'s' * (n > 1)}" for decay, n in sorted(counts.items()))
+        + ".\n\n"
+    )
+
+
 def write_docs(doc: Path, section: str, results: dict, table: str, files: list[Path], rendered_by: str) -> None:
     """Copies `files` to docs/benchmarks/<section>/ and replaces `section` of `doc` with the table
     (`rendered_by`: the command that re-rendered it from a results.json, if it did)."""
@@ -337,7 +359,7 @@ def write_docs(doc: Path, section: str, results: dict, table: str, files: list[P
     rerendered = f"Re-rendered from its results.json with:\n\n```bash\n{rendered_by}\n```\n\n" if rendered_by else ""
     body = (
         f"{measured_on(results)}, with:\n\n"
-        f"```bash\n{results['command']}\n```\n\n{rerendered}{table}\n\n"
+        f"```bash\n{results['command']}\n```\n\n{rerendered}{decay_note(results)}{table}\n\n"
         f"Raw results: [results.json](benchmarks/{section}/results.json).\n\n{links}\n"
     )
     report.replace_section(doc, section, body)

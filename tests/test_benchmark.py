@@ -226,10 +226,15 @@ def test_a_budget_schedule_does_not_extend_runs_of_another_schedule():
     from launch.benchmark import learning
     from shac.config import ConfigError
 
-    config = benchmark_config("env=pendulum_swingup", "methods=[shac]", "shac_budget_schedule=true")
+    config = benchmark_config("env=pendulum_swingup", "methods=[shac]")  # the budget's decay by default
+    assert config.shac_budget_schedule
     run = {"method": "shac", "config": "paper", "seed": 0, "records": [], "compile_s": None, "laps_s": []}
-    with pytest.raises(ConfigError, match="decayed its learning rates over max_epochs, this one over budget"):
+    with pytest.raises(ConfigError, match=r"over max_epochs, this one over budget .* \(shac_budget_schedule=false ext"):
         learning(config, {}, (run,))
+    fixed = benchmark_config("env=pendulum_swingup", "methods=[shac]", "shac_budget_schedule=false")
+    with pytest.raises(ConfigError, match=r"over budget, this one over max_epochs .* \(shac_budget_schedule=true ext"):
+        learning(fixed, {}, ({**run, "lr_decay": "budget"},))
+    learning(fixed, {}, (run,))  # the same schedule: kept, nothing trained
     calibrated = {**run, "max_epochs": 761, "budget_epochs": 761}  # the option's earlier version
     with pytest.raises(ConfigError, match="over calibrated epochs, this one over budget"):
         learning(config, {}, (calibrated,))
@@ -406,6 +411,27 @@ def test_the_docs_header_gives_each_parts_load_average():
         header + " (1, 5, 15 min); each part's, in order: 1.00, 1.50, 2.00 (2026-12-01 10:43 UTC); "
         "0.50, 0.25, 3.00 (2026-12-02 09:00 UTC)"
     )
+
+
+def test_the_docs_say_what_the_shac_family_runs_decayed_their_learning_rates_over():
+    from launch.benchmark import decay_note
+
+    budget = {"method": "shac", "lr_decay": "budget"}
+    fixed = {"method": "sapo"}  # written before the option: over max_epochs
+    calibrated = {"method": "ahac", "budget_epochs": 761}
+    ppo = {"method": "ppo"}
+    assert decay_note({"suite": "learning", "runs": [fixed, fixed, ppo]}) == (
+        "SHAC, AHAC and SAPO runs decayed their learning rates over `algo.max_epochs` alone "
+        "(`shac_budget_schedule=false`): 2 runs.\n\n"
+    )
+    learning = {"playground/A": {"runs": [budget, ppo]}, "playground/B": {"runs": [calibrated, fixed]}}
+    assert decay_note({"suite": "playground", "learning": learning}) == (
+        "SHAC, AHAC and SAPO runs decayed their learning rates on each run's training clock, to end with its "
+        "budget (`shac_budget_schedule=true`): 1 run; over epochs timed before each run (an earlier version of "
+        "`shac_budget_schedule`): 1 run; over `algo.max_epochs` alone (`shac_budget_schedule=false`): 1 run.\n\n"
+    )
+    assert decay_note({"suite": "playground", "learning": {}}) == ""  # a survey only
+    assert decay_note({"suite": "learning", "runs": [ppo]}) == ""
 
 
 def test_the_playground_comparison_reads_each_method_at_equal_steps_and_equal_time():

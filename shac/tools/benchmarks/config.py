@@ -178,10 +178,11 @@ class BenchmarkConfig(TrainConfig):
     on top of the env's settings, and the command line's algo.* overrides)."""
     shac_eval_every_steps: int = 65_536
     """learning: SHAC's environment steps between evaluations (rounded up to whole epochs)."""
-    shac_budget_schedule: bool = False
+    shac_budget_schedule: bool = True
     """learning: end SHAC's (AHAC's, SAPO's) learning-rate decay within the budget: each run trains with
     `algo.budget_minutes` = `budget_minutes`, so its rates decay on its own training clock (or over
-    `algo.max_epochs` where that ends first); results.json records `lr_decay: budget` for the run."""
+    `algo.max_epochs` where that ends first); results.json records `lr_decay: budget` for the run.
+    false: the rates decay over `algo.max_epochs` alone, however far the budget reaches."""
     eval_episodes: int = 16
     """Episodes per evaluation (the same deterministic evaluation for every method)."""
     from_results: str = ""
