@@ -115,65 +115,6 @@ def test_the_secant_update_matches_the_step_and_leaves_other_directions_alone():
     np.testing.assert_allclose(unchanged[1], b, atol=1e-12)
 
 
-def linear_problem(seed=1):
-    """Residuals r + a theta + b x_s of `arrow_problem`, and their Jacobian function, which records its calls."""
-    r, a, b, dense = arrow_problem(seed=seed)
-    calls = []
-
-    def residuals_fn(theta, x):
-        return r + np.einsum("srp,p->sr", a, theta) + np.einsum("srn,sn->sr", b, x)
-
-    def jacobian_fn(theta, x):
-        calls.append(theta.copy())
-        return residuals_fn(theta, x), a, b
-
-    return residuals_fn, jacobian_fn, calls, dense, r
-
-
-@pytest.mark.parametrize("secant_linear", [0.0, 0.1])
-def test_a_step_the_linear_model_predicted_updates_the_jacobian_by_the_secant_rule(secant_linear):
-    # residuals linear in the variables: every accepted step decreases the cost by exactly what the linear model
-    # predicts (ratio 1), so with secant_linear the Jacobian is computed at the start and for the final tests
-    # only, and without it once more per accepted step; the minimum is the least-squares solution either way
-    residuals_fn, jacobian_fn, calls, dense, r = linear_problem()
-    solution = least_squares.levenberg_marquardt(
-        residuals_fn,
-        jacobian_fn,
-        np.zeros(2),
-        np.zeros((4, 3)),
-        50,
-        tolerance=1e-9,
-        secant_linear=secant_linear,
-    )
-    assert solution.converged and solution.steps >= 2  # the first steps are damped (1e-3), so several are taken
-    expected = np.linalg.lstsq(dense, -r.reshape(-1), rcond=None)[0]
-    np.testing.assert_allclose(np.concatenate([solution.theta, solution.x.reshape(-1)]), expected, atol=1e-8)
-    assert len(calls) == (2 if secant_linear else 1 + len(solution.costs) - 1)
-    np.testing.assert_array_equal(calls[-1], solution.theta)
-
-
-def test_a_stall_seen_on_a_secant_jacobian_is_judged_again_on_a_computed_one():
-    """The stall problem of the test below (theta - 1 and a local residual 2 that no step moves): with every
-    accepted step a secant one, the stall is first seen on a secant Jacobian; the rule starts again once on the
-    computed one, `patience` iterations more, and ends with the same verdict and estimates."""
-
-    def residuals_fn(theta, x):
-        return np.stack([np.full(2, theta[0] - 1.0), np.full(2, 2.0)], axis=1)
-
-    def jacobian_fn(theta, x):
-        return residuals_fn(theta, x), np.tile([[1.0], [0.0]], (2, 1, 1)), np.tile([[0.0], [1.0]], (2, 1, 1))
-
-    def fitted(**options):
-        return least_squares.levenberg_marquardt(
-            residuals_fn, jacobian_fn, np.array([3.0]), np.zeros((2, 1)), 50, patience=4, **options
-        )
-
-    computed, secant = fitted(), fitted(secant_below=np.inf)
-    assert computed.stalled and secant.stalled and computed.converged and secant.converged
-    assert secant.theta[0] == pytest.approx(computed.theta[0], abs=1e-3)
-    assert secant.steps == computed.steps + 4
-
-
 def test_a_bounded_variable_stops_at_its_bound_and_the_fit_converges_there():
     # linear residuals whose unconstrained optimum has theta_0 = -0.3; theta_0 is bounded to [0, 1]
     r, a, b, dense = arrow_problem(seed=1)

@@ -1,22 +1,18 @@
-"""The secant updates' effect on the arm: simulated Jacobians, steps and accuracy per recording.
+"""The secant update's effect on the arm: simulated Jacobians, steps and accuracy per recording.
 
-    python docs/sysid/arm_secant_check.py            # the five recordings, every setting
-    python docs/sysid/arm_secant_check.py 20 linear  # twenty recordings, secant_linear 0 and the default
+    python docs/sysid/arm_secant_check.py
 
-The recordings of the arm comparison against mujoco.sysid (docs/sysid.md, "Against mujoco.sysid":
-its results.json gives the truth, the initial guesses, the bounds and the noise; recording k is
-simulated from the seed [0, k], so the first five are the comparison's), each fitted by forward
-differences with (`secant_below`, `secant_linear`) at (0, 0) (every Jacobian simulated), (1, 0),
-(1, 0.1) (the defaults), (10, 0.1) and (infinity, 0.1), then at the defaults with 2 s and 4 s
-segments instead of the default 1 s; with `linear`, (1, 0) and (1, 0.1) only. Per fit: the seconds,
-the steps, the Jacobians simulated, whether it converged, how many of the 24 95% intervals cover the
-truth (converged or not, unlike the benchmark, which counts an unconverged fit's as missing), and the
-median relative error; then per setting the totals. The seconds are this machine's at the time; the
-counts do not depend on it.
+The five recordings of the arm comparison against mujoco.sysid (docs/sysid.md, "Against
+mujoco.sysid": its results.json gives the truth, the initial guesses, the bounds and the noise;
+the recordings are simulated again from the same seeds), each fitted by forward differences with
+`secant_below` 0 (every Jacobian simulated), 1 (the default), 10 and infinity, then at the default
+with 2 s and 4 s segments instead of the default 1 s. Per fit: the seconds, the steps, the
+Jacobians simulated, whether it converged, how many of the 24 95% intervals cover the truth (converged
+or not, unlike the benchmark, which counts an unconverged fit's as missing), and
+the median relative error. The seconds are this machine's at the time; the counts do not depend on it.
 """
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -35,9 +31,7 @@ from shac.sysid.report import analyze  # noqa: E402
 RESULTS = (
     Path(__file__).parents[1] / "benchmarks/sysid_versus_mujoco_arm_reach_armature_damping_frictionloss_kp/results.json"
 )
-SETTINGS = [(0.0, 0.0, None), (1.0, 0.0, None), (1.0, 0.1, None), (10.0, 0.1, None), (np.inf, 0.1, None)]
-SETTINGS += [(1.0, 0.1, 2.0), (1.0, 0.1, 4.0)]
-LINEAR_SETTINGS = [(1.0, 0.0, None), (1.0, 0.1, None)]
+SETTINGS = [(0.0, None), (1.0, None), (10.0, None), (np.inf, None), (1.0, 2.0), (1.0, 4.0)]
 
 options = json.loads(RESULTS.read_text())["options"]
 true_values, initial_values = parse_assignments(options["true_params"]), parse_assignments(options["init"])
@@ -47,14 +41,11 @@ env = envs.make("arm_reach")
 true_model, guess_model = versus_mujoco.models(env, true_values, initial_values, options["upper"])
 limits = dict(zip(keys, versus_mujoco.bounds(guess_model, keys, options["upper"]), strict=True))
 initial_state = coverage.reset_states(env)
-recordings = int(sys.argv[1]) if len(sys.argv) > 1 else options["datasets"]
-settings = LINEAR_SETTINGS if sys.argv[2:] == ["linear"] else SETTINGS
-totals = {setting: [] for setting in settings}  # per setting: (Jacobians, converged, covering, error) per recording
 print(
-    f"{'secant_below':>12s} {'linear':>6s} {'segment':>8s} {'recording':>9s} {'seconds':>8s} {'steps':>5s} "
-    f"{'Jacobians':>9s} {'converged':>9s} {'covering':>8s} {'median error':>12s}"
+    f"{'secant_below':>12s} {'segment':>8s} {'recording':>9s} {'seconds':>8s} {'steps':>5s} {'Jacobians':>9s} "
+    f"{'converged':>9s} {'covering':>8s} {'median error':>12s}"
 )
-for k in range(recordings):
+for k in range(options["datasets"]):
     rng = np.random.default_rng([0, k])
     recording = coverage.simulate(
         true_model,
@@ -67,33 +58,17 @@ for k in range(recordings):
         tuple(options["qpos_noise"]),
         tuple(options["qvel_noise"]),
     )
-    for setting in settings:
-        secant_below, secant_linear, segment_seconds = setting
+    for secant_below, segment_seconds in SETTINGS:
         problem = Problem(guess_model, keys, recording.data, bounds=limits, segment_seconds=segment_seconds)
         start = time.perf_counter()
-        result = fit(
-            problem,
-            steps=options["steps"],
-            method="forward_difference",
-            secant_below=secant_below,
-            secant_linear=secant_linear,
-        )
+        result = fit(problem, steps=options["steps"], method="forward_difference", secant_below=secant_below)
         seconds = time.perf_counter() - start
         report = analyze(keys, result.values, result.information, result.converged)["parameters"]
         low, high = np.array([report[key]["ci95"] for key in keys]).T
         covering = int(np.sum((low <= truth) & (truth <= high)))
         error = float(np.median(np.abs(result.values / truth - 1)))
-        totals[setting].append((result.jacobians, result.converged, covering, error))
         segment = f"{problem.segment_seconds:.2f}"
         print(
-            f"{secant_below:>12g} {secant_linear:>6g} {segment:>8s} {k:>9d} {seconds:>8.2f} {result.steps:>5d} "
-            f"{result.jacobians:>9d} {result.converged!s:>9s} {covering:>8d} {error:>12.2%}"
+            f"{secant_below:>12g} {segment:>8s} {k:>9d} {seconds:>8.2f} {result.steps:>5d} {result.jacobians:>9d} "
+            f"{result.converged!s:>9s} {covering:>8d} {error:>12.2%}"
         )
-print(f"\nover {recordings} recordings: secant_below, secant_linear, segment (s): Jacobians, converged, covering")
-for (secant_below, secant_linear, segment_seconds), rows in totals.items():
-    jacobians, converged, covering, _ = np.array(rows, dtype=np.float64).sum(axis=0)
-    segment = "1 (default)" if segment_seconds is None else f"{segment_seconds:g}"
-    print(
-        f"{secant_below:g}, {secant_linear:g}, {segment}: {jacobians:.0f} Jacobians, {converged:.0f} of {len(rows)} "
-        f"converged, {covering:.0f} of {24 * len(rows)} intervals covering"
-    )

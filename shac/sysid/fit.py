@@ -70,17 +70,9 @@ DELAY_KINK_WINDOW = 0.1
 """A fitted delay within this fraction of a physics step of a multiple of the step is fitted again from
 the other side of that multiple (`kink_restart`), the lower cost kept."""
 MIN_SEGMENT_SAMPLES = 5
-FIRST_ROUND_TOLERANCE = 1.0
-"""Where the noise is estimated, the first round of `fit` stops at this many standard errors: its weights are the
-data's first guess of the noise, and the noise its residuals give moves the minimum further than that
-(docs/sysid.md, "Against mujoco.sysid"), so the rounds after it converge to `tolerance`."""
 SECANT_BELOW = 1.0
 """`fit`'s default `secant_below`: the last steps of a fit, under one standard error, update the Jacobian
 instead of simulating it; wider (10) let one of five arm fits stop unconverged (docs/sysid.md)."""
-SECANT_LINEAR = 0.1
-"""`fit`'s default `secant_linear`: a step whose decrease came within 10% of the linear model's prediction
-updates the Jacobian too, whatever its length (on the arm, 4 to 6 simulated Jacobians per fit instead of 7
-to 10, docs/sysid.md)."""
 FINITE_DIFFERENCE_STEP = 1e-7
 """The relative step of the finite-difference Jacobian. A simulation with constraints jumps by tiny amounts
 where a constraint switches; a difference whose step crosses a jump divides it by the step. At 1e-5 the
@@ -707,19 +699,16 @@ def fit(
     delay_restart: bool = True,
     bound_restart: bool = True,
     secant_below: float = SECANT_BELOW,
-    secant_linear: float = SECANT_LINEAR,
     spread_fits: int = SPREAD_FITS,
     spread: float = SPREAD,
 ) -> FitResult:
     """Fits the parameters and start states by Levenberg-Marquardt, estimating the noise unless given.
 
-    Round one weights the residuals by the problem's initial noise and, where the
-    noise is estimated, stops at `FIRST_ROUND_TOLERANCE` standard errors; after each
+    Round one weights the residuals by the problem's initial noise; after each
     round the noise of every coordinate of every recording is re-estimated from
     that recording's residuals (divided by 1 - leverage, so the start states'
     share is not counted as noise) and the fit continues from where it stopped,
-    until no estimate changes by `NOISE_RTOL` or more after a round that converged
-    to `tolerance`, or `max_rounds` is reached.
+    until no estimate changes by `NOISE_RTOL` or more, or `max_rounds` is reached.
 
     Args:
         steps: Levenberg-Marquardt iterations allowed over all rounds (of each fit, with `delay_restart`).
@@ -736,8 +725,6 @@ def fit(
         secant_below: where the Gauss-Newton step is shorter than this many standard errors, an accepted
             step updates the Jacobian by Broyden's secant rule instead of simulating it
             (`shac.sysid.least_squares.levenberg_marquardt`); 0 simulates every one.
-        secant_linear: so does a step of any length whose decrease the linear model predicted within this
-            fraction; 0 never.
         spread_fits: when the fit above is not `sound` (not converged, or converged with residuals far above
             the noise), fit from up to this many of the least-cost starts of `spread_starts` (every model
             parameter within `spread` times its initial value) until one is; the first that is is kept, else
@@ -747,23 +734,22 @@ def fit(
         raise ValueError(f"unknown method '{method}'; available: {', '.join(METHODS)}")
     if spread_fits < 0 or not spread > 1:
         raise ValueError(f"spread_fits must be >= 0 and spread > 1, got spread_fits={spread_fits}, spread={spread}")
-    secant = {"secant_below": secant_below, "secant_linear": secant_linear}
     values = problem.initial_values
     delay_start = None
     if problem.delay_index is not None and delay_scan:
         delay_start = values[problem.delay_index] = scan_delay(problem, 1.0 / problem.noise, method)
     result = replace(
-        _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, secant), delay_start=delay_start
+        _fit_from(problem, values, steps, tolerance, method, max_rounds, on_step, secant_below), delay_start=delay_start
     )
     restart = kink_restart(problem, result.values) if delay_restart else None
     if restart is not None:
         mirrored = values.copy()
         mirrored[problem.delay_index] = restart
-        second = _fit_from(problem, mirrored, steps, tolerance, method, max_rounds, on_step, secant, result.steps)
+        second = _fit_from(problem, mirrored, steps, tolerance, method, max_rounds, on_step, secant_below, result.steps)
         result = replace(_lower_cost(problem, result, second, method), delay_restart=restart)
     floored = floor_restart(problem, result.values) if bound_restart else None
     if floored is not None:
-        second = _fit_from(problem, floored, steps, tolerance, method, max_rounds, on_step, secant, result.steps)
+        second = _fit_from(problem, floored, steps, tolerance, method, max_rounds, on_step, secant_below, result.steps)
         restarted = tuple(key for key, a, b in zip(problem.keys, result.values, floored, strict=True) if a != b)
         result = replace(_lower_cost(problem, result, second, method), floor_restart=restarted)
     if not sound(result) and spread_fits and problem.model_indices:
@@ -773,7 +759,9 @@ def fit(
             steps_before = result.steps + sum(f.steps for f in fits)
             fits.append(
                 replace(
-                    _fit_from(problem, start, steps, tolerance, method, max_rounds, on_step, secant, steps_before),
+                    _fit_from(
+                        problem, start, steps, tolerance, method, max_rounds, on_step, secant_below, steps_before
+                    ),
                     spread_start=start,
                 )
             )
@@ -924,7 +912,7 @@ def _fit_from(
     method: str,
     max_rounds: int,
     on_step: Callable[[int, float, np.ndarray], None] | None,
-    secant: dict[str, float],
+    secant_below: float,
     first_step: int = 0,
 ) -> FitResult:
     """`fit` from `values` [P] (the delay scan done), its rounds of noise estimation included; `on_step`
@@ -962,7 +950,6 @@ def _fit_from(
         weighted_by = noise
         residuals_fn, jacobian_fn = make_functions(1.0 / noise)
         done = first_step + total
-        first_of_several = round_ == 0 and not problem.noise_given and max_rounds > 1
 
         def progress(step, cost, theta, done=done):
             if on_step is not None:
@@ -974,11 +961,11 @@ def _fit_from(
             theta,
             x0,
             steps - total,
-            max(tolerance, FIRST_ROUND_TOLERANCE) if first_of_several else tolerance,
+            tolerance,
             progress,
             lower=lower,
             upper=upper,
-            **secant,
+            secant_below=secant_below,
         )
         total += solution.steps
         theta, x0 = solution.theta, solution.x
@@ -988,7 +975,7 @@ def _fit_from(
         updated = reestimate_noise(solution, noise, problem.segments.measured, problem.segment_recording)
         settled = bool(np.abs(updated / noise - 1).max() < NOISE_RTOL)
         noise = updated
-        if settled and not first_of_several:
+        if settled:
             break
     residuals, shared, local = solution.residuals, solution.shared, solution.local
     if settled and not problem.noise_given:  # the covariance at the final noise estimate

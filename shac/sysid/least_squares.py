@@ -30,9 +30,8 @@ move the shared variables.
 
 A Jacobian can cost many simulations (one or two per variable by finite
 differences). Near the minimum, where the Gauss-Newton step is shorter than
-`secant_below` standard errors, and after any step whose decrease the linear
-model predicted within `secant_linear`, an accepted step updates the Jacobian
-by Broyden's secant rule instead (block by block, from the residuals the trial
+`secant_below` standard errors, an accepted step updates the Jacobian by
+Broyden's secant rule instead (block by block, from the residuals the trial
 already computed); the iteration ends only on a computed Jacobian, so the tests
 and the covariance never rest on a secant one.
 
@@ -221,7 +220,6 @@ def levenberg_marquardt(
     lower: np.ndarray | None = None,
     upper: np.ndarray | None = None,
     secant_below: float = 0.0,
-    secant_linear: float = 0.0,
 ) -> Solution:
     """Minimises 1/2 |r(theta, x)|^2 by Levenberg-Marquardt with Marquardt's diagonal scaling.
 
@@ -242,11 +240,7 @@ def levenberg_marquardt(
         secant_below: after an accepted step from where the Gauss-Newton step was shorter than this many
             standard errors, update the Jacobian by Broyden's secant rule (`secant_update`) instead of
             calling `jacobian_fn`; 0 (the default) always calls it. The tests that end the iteration are
-            taken again on a computed Jacobian, so the result's Jacobian is always a computed one; a stall
-            first seen on a secant Jacobian is judged again, once, over the steps after that computed one.
-        secant_linear: update by the secant rule, too, after an accepted step of any length whose decrease
-            was within this fraction of the linear model's prediction (the model held over the step); 0
-            (the default) never.
+            taken again on a computed Jacobian, so the result's Jacobian is always a computed one.
     """
     lower = np.full(len(theta), -np.inf) if lower is None else np.asarray(lower, np.float64)
     upper = np.full(len(theta), np.inf) if upper is None else np.asarray(upper, np.float64)
@@ -255,7 +249,6 @@ def levenberg_marquardt(
     costs, damping, growth, step = [cost], 1e-3, 2.0, 0
     history = [cost]  # the cost after every iteration, accepted or not
     normal, computed = Normal.build(residuals, shared, local), True
-    restalled = False  # the stall rule restarted once, after a stall seen on a secant Jacobian
     while True:
         gn_theta, gn_x = projected_step(normal, theta, lower, upper)
         step_length = float(np.sqrt(max(2 * normal.decrease(gn_theta, gn_x), 0.0)))
@@ -268,8 +261,6 @@ def levenberg_marquardt(
                 break
             residuals, shared, local = jacobian_fn(theta, x)  # the tests again, on a computed Jacobian
             normal, computed = Normal.build(residuals, shared, local), True
-            if stalled and not restalled:  # a secant Jacobian can promise what the cost cannot give
-                history, restalled = history[-1:], True
             continue
         step += 1
         d_theta, d_x = projected_step(normal, theta, lower, upper, damping)
@@ -279,7 +270,7 @@ def levenberg_marquardt(
         predicted = normal.decrease(d_theta, d_x)
         ratio = (cost - trial_cost) / predicted if predicted > 0 else -1.0
         if np.isfinite(trial_cost) and ratio > 0:
-            computed = step_length >= secant_below and abs(ratio - 1) >= secant_linear
+            computed = step_length >= secant_below
             if computed:
                 residuals, shared, local = jacobian_fn(trial_theta, x + d_x)
             else:
