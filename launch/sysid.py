@@ -13,6 +13,13 @@ column map applies to every CSV among them:
 
     python launch/sysid.py "data=[fast.npz,slow.npz]" env=pendulum_swingup params=[...]
 
+A recording made on a variant of the model (a known payload in the hand, a test
+rig that holds a joint) names the values that hold for it alone, one list per
+recording in data's order; the shared parameters are fitted through every variant:
+
+    python launch/sysid.py "data=[free.npz,loaded.npz]" env=arm_reach params=[...] \
+        "variants=[[],[body:hand:mass=0.7]]"
+
 A robot's own CSV log reads through a column map and its units (shac/sysid/columns.py):
 
     python launch/sysid.py data=arm_log.csv env=arm_reach column_map=arm_log.yaml params=[...]
@@ -59,6 +66,10 @@ class SysidArgs:
     data: Any = MISSING
     """Trajectory file (.npz or .csv; format in shac/sysid/recording.py), or a list of them, data=[a.npz,b.npz]:
     recordings of the same system, fitted together with one parameter vector and one noise level per recording."""
+    variants: list[Any] = field(default_factory=list)
+    """Per recording, in data's order, model values that hold for that recording alone (a payload, a test rig), as
+    element:name:attribute=value, e.g. variants=[[],[body:hand:mass=0.7]]; none of them fitted (empty: every
+    recording of the model as given)."""
     columns: dict[str, Any] = field(default_factory=dict)
     """Column map of a CSV with its own column names: {time: <column>, qpos: {<joint>: <column>, ...},
     qvel: {<joint>: <column>, ...}, ctrl: {<actuator>: <column>, ...}} (shac/sysid/columns.py);
@@ -119,7 +130,16 @@ def parse(argv: list[str]) -> SysidArgs:
         sys.exit(f"segment_seconds must be > 0, got {args.segment_seconds}")
     if (args.qpos_noise > 0) != (args.qvel_noise > 0) or min(args.qpos_noise, args.qvel_noise) < 0:
         sys.exit(f"give both qpos_noise and qvel_noise > 0, or neither; got {args.qpos_noise} and {args.qvel_noise}")
-    data_files(args.data)
+    files = data_files(args.data)
+    if args.variants and len(args.variants) != len(files):
+        sys.exit(
+            f"error: variants has {len(args.variants)} entries for {len(files)} recordings; give one list per "
+            "recording in data's order, [] for one of the model as given"
+        )
+    if not all(isinstance(v, list) and all(isinstance(item, str) for item in v) for v in args.variants):
+        sys.exit(
+            f"error: variants must hold one list of element:name:attribute=value per recording; got {args.variants}"
+        )
     if args.column_map:
         args.columns, args.units = _read_column_map(args.column_map, args.columns, args.units)
     return args
@@ -189,6 +209,7 @@ def main(argv: list[str]) -> None:
         signals.split(list(bounds))
         noise = (args.qpos_noise, args.qvel_noise) if args.qpos_noise > 0 else None
         files = data_files(args.data)
+        variants = [parse_assignments(v) for v in args.variants] or None
         trajectories = [Trajectory.load(f, model, args.columns, args.units) for f in files]
         problem = Problem(
             model,
@@ -199,6 +220,7 @@ def main(argv: list[str]) -> None:
             noise,
             signal_init,
             names=[f"'{f}'" for f in files],
+            variants=variants,
         )
         problem.to_theta(problem.initial_values)
     except (ValueError, FileNotFoundError) as e:
@@ -271,7 +293,12 @@ def main(argv: list[str]) -> None:
     nq = problem.nq
     noises = result.noise  # [K, nx]: Problem was given a list
     recordings = [
-        {"file": f, **info, "noise": {"qpos": noises[k, :nq].tolist(), "qvel": noises[k, nq:].tolist()}}
+        {
+            "file": f,
+            **info,
+            "noise": {"qpos": noises[k, :nq].tolist(), "qvel": noises[k, nq:].tolist()},
+            **({"variant": problem.variants[k]} if args.variants else {}),
+        }
         for k, (f, info) in enumerate(zip(files, problem.recordings(), strict=True))
     ]
     noise_values = recordings[0]["noise"] if len(files) == 1 else {}
@@ -364,6 +391,7 @@ def _write_identified(env, problem, result, given: dict[str, float], args: Sysid
         "Fitted: " + (", ".join(f"{k} = {v:.6g}" for k, v in fitted.items()) or "no model parameter") + ".",
         *(["Given: " + ", ".join(f"{k} = {v:.6g}" for k, v in given.items()) + "."] if given else []),
         delay_line,
+        *_variant_lines(data_files(args.data), problem.variants),
         "Standard errors and intervals: sysid.json beside this file.",
     ]
     try:
@@ -384,6 +412,18 @@ def _time_jacobian(problem, result, method: str) -> float | str:
         return time.perf_counter() - start
     except Exception as e:
         return f"unavailable: {type(e).__name__}: {e}"
+
+
+def _variant_lines(files: list[str], variants: tuple[dict[str, float], ...]) -> list[str]:
+    """identified.xml's comment on the recordings made on a variant of the model (none: no line)."""
+    named = [
+        f"{f}: " + ", ".join(f"{key} = {value:g}" for key, value in variant.items())
+        for f, variant in zip(files, variants, strict=True)
+        if variant
+    ]
+    return (
+        [f"Recorded on variants of this model, whose values are not written here: {'; '.join(named)}."] if named else []
+    )
 
 
 if __name__ == "__main__":

@@ -1112,6 +1112,63 @@ def test_bad_recordings_among_several_fail_in_one_line_naming_the_recording(chan
         Problem(PENDULUM.mj_model, [DAMPING], change(data, data), names=names)
 
 
+HEAVY = {"body:pole:mass": 2.0}
+
+
+def heavy_and_light(damping=0.137):
+    """10 s of random excitation of the pendulum as it is (bob 1 kg) and 10 s with a 2 kg bob, every 0.05 s."""
+    light = random_recording(0.05, seed=1, damping=damping)
+    rng = np.random.default_rng(2)
+    model = model_with(damping=damping)
+    ModelParameter.parse("body:pole:mass", model).write_mj(model, HEAVY["body:pole:mass"])
+    ctrl = random_excitation(10.0, 0.05, 1, rng)
+    return light, record(model, ctrl, np.array([np.pi]), np.array([0.0]), 0.05, 1e-3, 1e-2, rng)
+
+
+def test_recordings_of_model_variants_share_the_fitted_parameters():
+    light, heavy = heavy_and_light()
+    problem = Problem(PENDULUM.mj_model, [DAMPING], [light, heavy], variants=[{}, HEAVY])
+    assert problem.variants == ({}, HEAVY) and problem.fixed_values.tolist() == [[1.0], [2.0]]
+    # the heavy recording's segments are those of a problem on the heavy model alone
+    heavy_model = copy.deepcopy(PENDULUM.mj_model)
+    ModelParameter.parse("body:pole:mass", heavy_model).write_mj(heavy_model, 2.0)
+    alone = Problem(heavy_model, [DAMPING], heavy)
+    weights, values = 1.0 / np.array([1e-3, 1e-2]), np.array([0.1])
+    x0 = problem.segments.measured[:, 0]
+    finite = problem.jacobian(values, x0, weights, "finite_difference")
+    np.testing.assert_array_equal(finite[0][10:], alone.residuals_mujoco(values, x0[10:], weights))
+    # MJX writes the variant as the C simulator does: its Jacobians match the differences
+    for exact, approximate in zip(problem.jacobian(values, x0, weights, "autodiff"), finite, strict=True):
+        np.testing.assert_allclose(exact, approximate, rtol=1e-4, atol=1e-4 * np.abs(exact).max())
+    result = fit(problem, method="finite_difference")
+    entry = analyze((DAMPING,), result.values, result.information, result.converged)["parameters"][DAMPING]
+    assert result.converged and result.misfit < 1.5 and entry["ci95"][0] <= 0.137 <= entry["ci95"][1]
+    # the same recordings taken as of one model: the residuals are many times the noise
+    assert fit(Problem(PENDULUM.mj_model, [DAMPING], [light, heavy]), method="finite_difference").misfit > 10
+
+
+@pytest.mark.parametrize(
+    ("variants", "message"),
+    [
+        ([HEAVY], r"^1 variants for 2 recordings; give one per recording \(\{\}: none\)$"),
+        (
+            [{}, {DAMPING: 0.2}],
+            r"^recording 2 of 2: 'joint:hinge:damping' is fitted and also set by the recording's variant; a "
+            r"parameter is either shared and fitted, or known for each recording$",
+        ),
+        ([{}, {DELAY: 0.01}], r"^recording 2 of 2: variant value 'signal:ctrl:delay' is a signal; a variant holds "
+         r"model values$"),
+        ([{}, {"body:pole:mass": -1.0}], r"^recording 2 of 2, variant: 'body:pole:mass' = -1.0 must be > 0 "),
+        ([{"body:hand:mass": 1.0}, {}], r"^recording 1 of 2, variant: no body named 'hand' in the model; bodies: "
+         r"world, pole$"),
+    ],
+)  # fmt: skip
+def test_bad_variants_fail_in_one_line_naming_the_recording(variants, message):
+    light, heavy = heavy_and_light()
+    with pytest.raises(ValueError, match=message):
+        Problem(PENDULUM.mj_model, [DAMPING], [light, heavy], variants=variants)
+
+
 @functools.cache
 def spin_alone():
     """The fit of damping and friction to `spin_recording` alone (66 finite-difference steps; shared by two tests)."""
@@ -1266,6 +1323,42 @@ def test_sysid_cli_fits_two_recordings(tmp_path):
     assert quiet["noise"]["qvel"][0] == pytest.approx(1e-2, rel=0.2)
     assert noisy["noise"]["qvel"][0] == pytest.approx(3e-2, rel=0.2) and "qpos" not in report["noise"]
     assert "quiet.npz, " in (tmp_path / "out" / "identified.xml").read_text()
+
+
+def test_sysid_cli_fits_recordings_of_model_variants_and_names_them(tmp_path):
+    for name, trajectory in zip(("light", "heavy"), heavy_and_light(), strict=True):
+        trajectory.save(tmp_path / f"{name}.npz")
+    files = f"[{tmp_path / 'light.npz'},{tmp_path / 'heavy.npz'}]"
+    result = run_sysid(files, tmp_path / "out", "variants=[[],[body:pole:mass=2.0]]")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"  .*heavy\.npz: 10 s, 201 samples, 10 segments; .*; with body:pole:mass=2\n", result.stdout)
+    report = json.loads((tmp_path / "out" / "sysid.json").read_text())
+    assert [r["variant"] for r in report["recordings"]] == [{}, HEAVY]
+    low, high = report["parameters"][DAMPING]["ci95"]
+    assert low <= 0.137 <= high
+    # the identified model is the robot's: its pole keeps the model's mass, and the comment names the variant
+    xml = (tmp_path / "out" / "identified.xml").read_text()
+    assert f"whose values are not written here: {tmp_path / 'heavy.npz'}: body:pole:mass = 2." in xml
+    assert mujoco.MjModel.from_xml_string(xml).body("pole").mass[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("variants", "message"),
+    [
+        ("[[]]", r"error: variants has 1 entries for 2 recordings; give one list per recording in data's order, "
+         r"\[\] for one of the model as given"),
+        ("[[],body:pole:mass]", r"error: variants must hold one list of element:name:attribute=value per "
+         r"recording; got \[\[\], 'body:pole:mass'\]"),
+        ("[[],[body:pole:mass]]", r"error: 'body:pole:mass' is not element:name:attribute=value"),
+    ],
+)  # fmt: skip
+def test_sysid_cli_rejects_bad_variants_in_one_line(tmp_path, variants, message):
+    a = random_recording(0.05, seed=3)
+    a.save(tmp_path / "a.npz")
+    a.save(tmp_path / "b.npz")
+    result = run_sysid(f"[{tmp_path / 'a.npz'},{tmp_path / 'b.npz'}]", tmp_path / "out", f"variants={variants}")
+    assert result.returncode == 1 and not (tmp_path / "out").exists()
+    assert re.fullmatch(message, result.stderr.strip())
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,11 @@ joined as the stretches of one trajectory, separated by gaps
 segment's start, never cross from one recording to the next, as within a
 recording with gaps in time. Each recording has its own noise standard
 deviations (sensors and conditions differ between experiments), estimated from
-its own residuals; given ones apply to every recording.
+its own residuals; given ones apply to every recording. A recording may also be
+of a variant of the model (`variants`): values that hold for that experiment
+alone, like a known payload in the hand or a rig that holds a joint, written
+into the model before the shared parameters, so one fit learns the robot from
+experiments that change its load.
 
 The controls are the recorded commands, delayed by `signal:ctrl:delay` when
 that is given or fitted (`shac.sysid.signals`; without it they act at once). A
@@ -44,7 +48,7 @@ import copy
 import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import jax
@@ -177,12 +181,18 @@ class Problem:
             the initial guess of those in `keys`, fixed for the others (default 0).
         names: how messages name the recordings (e.g. their files; default
             "recording k of K"); a message about one of several recordings starts with its name.
+        variants: per recording (K of them), model values `{element:name:attribute: value}` that hold for that
+            recording alone (a payload, a rig), written before the fitted parameters; none of them fitted
+            (default: every recording of the model as given).
 
     Attributes:
         trajectories: the K recordings as given. trajectory: them joined
             (`Trajectory.concatenate`; the one recording itself when K = 1).
         single: a Trajectory was given rather than a sequence (`FitResult.noise` follows it).
         segment_recording: int [S] the recording of each segment.
+        variants: K dicts, each recording's own model values (empty: the model as given).
+        fixed_parameters: the F parameters any variant sets. fixed_values: [K, F] their values per recording (the
+            model's where a recording's variant leaves one alone).
         noise: [K, nx] the initial (or given) noise standard deviations per recording, qpos then qvel.
         data_noise: [K, nx] the noise the data show, which `FitResult.misfit` compares the residuals with: the
             given noise, else the third-difference estimate (`shac.sysid.noise.initial_noise`).
@@ -201,6 +211,7 @@ class Problem:
         noise: tuple[float | np.ndarray, float | np.ndarray] | None = None,
         signal_values: dict[str, float] | None = None,
         names: Sequence[str] | None = None,
+        variants: Sequence[Mapping[str, float]] | None = None,
     ):
         self.mj_model = copy.deepcopy(mj_model)
         if len(set(keys)) != len(keys):
@@ -256,6 +267,7 @@ class Problem:
                 f"{self.segment_length} samples ({self.segment_seconds:.4g} s); leave it out or set a shorter "
                 "segment_seconds"
             )
+        self._set_variants(mj_model, variants, model_keys)
         self.nq, self.nv = mj_model.nq, mj_model.nv
         if noise is None:
             self.data_noise = np.stack([initial_noise(t) for t in self.trajectories])  # [K, nx]
@@ -301,6 +313,51 @@ class Problem:
                     "the recordings of one fit need one sample spacing (resample them)"
                 )
         return tuple(names)
+
+    def _set_variants(
+        self, mj_model: mujoco.MjModel, variants: Sequence[Mapping[str, float]] | None, fitted: list[str]
+    ) -> None:
+        """Checks each recording's own model values and sets `variants`, `fixed_parameters`, `fixed_values` and
+        the C models of the distinct variants, `_variant_models`, with each segment's index into them.
+
+        Raises:
+            ValueError: one line naming the recording and the value: a list of the wrong length, a fitted or
+                signal parameter, a name the model lacks, a value that is not physical.
+        """
+        count = len(self.trajectories)
+        variants = [{} for _ in range(count)] if variants is None else [dict(v) for v in variants]
+        if len(variants) != count:
+            raise ValueError(f"{len(variants)} variants for {count} recordings; give one per recording ({{}}: none)")
+        for name, variant in zip(self.names, variants, strict=True):
+            for key, value in variant.items():
+                if signals.is_signal(key):
+                    raise ValueError(f"{name}: variant value '{key}' is a signal; a variant holds model values")
+                if key in fitted:
+                    raise ValueError(
+                        f"{name}: '{key}' is fitted and also set by the recording's variant; a parameter is either "
+                        "shared and fitted, or known for each recording"
+                    )
+                try:
+                    ModelParameter.parse(key, mj_model).check_value(float(value), mj_model)
+                except ValueError as e:
+                    raise ValueError(f"{name}, variant: {e}") from None
+        self.variants = tuple(variants)
+        self.fixed_parameters = parse_all(sorted(set().union(*variants)), mj_model)
+        model_values = [p.read(mj_model) for p in self.fixed_parameters]
+        self.fixed_values = np.array(
+            [[v.get(p.key, m) for p, m in zip(self.fixed_parameters, model_values, strict=True)] for v in variants],
+            np.float64,
+        ).reshape(count, len(self.fixed_parameters))  # [K, F]
+        if self.fixed_parameters:
+            rows, self._segment_variant = np.unique(self.fixed_values, axis=0, return_inverse=True)
+            self._segment_variant = self._segment_variant.reshape(-1)[self.segment_recording]
+        else:
+            rows, self._segment_variant = self.fixed_values[:1], np.zeros(len(self.segment_recording), int)
+        self._variant_models = []  # the C model of each distinct variant; `_segment_variant`: int [S] its index
+        for row in rows:
+            self._variant_models.append(copy.deepcopy(mj_model))
+            for parameter, value in zip(self.fixed_parameters, row, strict=True):
+                parameter.write_mj(self._variant_models[-1], float(value))
 
     def _delay_bounds(self, given: Bounds | None, longest: float, dt: float) -> Bounds:
         """[0, upper] in units of the sample spacing; upper is given or a tenth of the longest stretch."""
@@ -460,19 +517,20 @@ class Problem:
     def _residuals_mujoco(self, values: list[np.ndarray], x0: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """[V, S, L * nx] the residuals of V variants (values: V of [P]; x0: [V, S, nx]), every segment of
         every variant simulated by one multithreaded C `rollout` (in chunks of at most `ROLLOUT_BYTES`)."""
-        models: dict[tuple[float, ...], mujoco.MjModel] = {}
+        models: dict[tuple[float, ...], list[mujoco.MjModel]] = {}  # one per distinct recording variant
         controls: dict[float, np.ndarray] = {}
-        variant_models, variant_controls = [], []  # [V] each variant's model and controls, shared where equal
+        variant_models, variant_controls = [], []  # [V] each variant's models [S] and controls, shared where equal
         for v in values:
             key = tuple(float(v[i]) for i in self.model_indices)
             if key not in models:
-                models[key] = copy.deepcopy(self.mj_model)
-                for parameter, value in zip(self.parameters, key, strict=True):
-                    parameter.write_mj(models[key], value)
+                models[key] = [copy.deepcopy(base) for base in self._variant_models]
+                for model in models[key]:
+                    for parameter, value in zip(self.parameters, key, strict=True):
+                        parameter.write_mj(model, value)
             delay = self._delay_of(v)
             if delay not in controls:
                 controls[delay] = self.step_controls(v)
-            variant_models.append(models[key])
+            variant_models.append([models[key][k] for k in self._segment_variant])
             variant_controls.append(controls[delay])
         count, length = x0.shape[1], self.segment_length
         state_bytes = (
@@ -483,7 +541,7 @@ class Problem:
         simulated = []
         for first in range(0, len(values), chunk):
             part = slice(first, first + chunk)
-            segment_models = [model for model in variant_models[part] for _ in range(count)]
+            segment_models = [model for segment_models in variant_models[part] for model in segment_models]
             ctrl = np.concatenate(variant_controls[part])
             starts = x0[part].reshape(-1, x0.shape[-1])
             qpos, qvel = simulate_mujoco(
@@ -536,7 +594,14 @@ class Problem:
 
     def _static(self):
         """The static arguments of `_residuals` and `_jacobian`."""
-        return self.parameters, self.model_indices, self.delay_index, self.n_substeps, self.mj_model.opt.timestep
+        return (
+            self.parameters,
+            self.fixed_parameters,
+            self.model_indices,
+            self.delay_index,
+            self.n_substeps,
+            self.mj_model.opt.timestep,
+        )
 
     def _jax_args(self, values, x0, weights):
         f64 = functools.partial(jnp.asarray, dtype=jnp.float64)
@@ -547,6 +612,7 @@ class Problem:
             jnp.asarray(self.segments.first_rows, jnp.int32),
             f64(self.segments.measured),
             f64(self.segment_weights(weights)),
+            f64(self.fixed_values[self.segment_recording]),
             f64(self.trajectory.ctrl),
             f64(self.delay),
         )
@@ -555,6 +621,7 @@ class Problem:
 def _segment_residuals(
     model,
     parameters,
+    fixed_parameters,
     model_indices,
     delay_index,
     n_substeps,
@@ -565,6 +632,7 @@ def _segment_residuals(
     first_row,
     measured,
     weights,
+    fixed,
     ctrl,
     delay,
 ):
@@ -575,9 +643,10 @@ def _segment_residuals(
             `delay_index` (None: the fixed `delay` instead).
         x0: [nx] start state. start_row, first_row: int, the segment's first row
             and its stretch's. measured: [L, nx]. weights: [nx] 1 / the segment's recording's noise.
+            fixed: [F] the values of `fixed_parameters` in the segment's recording (its variant).
             ctrl: [T, nu] the commands of all recordings, joined.
     """
-    model = write_all(model, parameters, values[np.array(model_indices, int)])
+    model = write_all(write_all(model, fixed_parameters, fixed), parameters, values[np.array(model_indices, int)])
     if delay_index is not None:
         delay = values[delay_index]
     controls = signals.step_controls(
@@ -594,27 +663,29 @@ def _segment_residuals(
     return (jnp.concatenate([x0[None], simulated]) - measured) * weights
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
-def _residuals(model, parameters, model_indices, delay_index, n_substeps, step_seconds, values, x0, *rest):
-    f = functools.partial(_segment_residuals, model, parameters, model_indices, delay_index, n_substeps, step_seconds)
-    start_rows, first_rows, measured, weights, ctrl, delay = rest
-    return jax.vmap(f, in_axes=(None, 0, 0, 0, 0, 0, None, None))(
-        values, x0, start_rows, first_rows, measured, weights, ctrl, delay
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
+def _residuals(model, parameters, fixed_parameters, model_indices, delay_index, n_substeps, step_seconds, *arrays):
+    static = (parameters, fixed_parameters, model_indices, delay_index, n_substeps, step_seconds)
+    f = functools.partial(_segment_residuals, model, *static)
+    values, x0, start_rows, first_rows, measured, weights, fixed, ctrl, delay = arrays
+    return jax.vmap(f, in_axes=(None, 0, 0, 0, 0, 0, 0, None, None))(
+        values, x0, start_rows, first_rows, measured, weights, fixed, ctrl, delay
     )
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
-def _jacobian(model, parameters, model_indices, delay_index, n_substeps, step_seconds, values, x0, *rest):
-    f = functools.partial(_segment_residuals, model, parameters, model_indices, delay_index, n_substeps, step_seconds)
-    start_rows, first_rows, measured, weights, ctrl, delay = rest
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
+def _jacobian(model, parameters, fixed_parameters, model_indices, delay_index, n_substeps, step_seconds, *arrays):
+    static = (parameters, fixed_parameters, model_indices, delay_index, n_substeps, step_seconds)
+    f = functools.partial(_segment_residuals, model, *static)
+    values, x0, start_rows, first_rows, measured, weights, fixed, ctrl, delay = arrays
 
-    def one(x0, start_row, first_row, measured, weights):
-        args = (start_row, first_row, measured, weights, ctrl, delay)
+    def one(x0, start_row, first_row, measured, weights, fixed):
+        args = (start_row, first_row, measured, weights, fixed, ctrl, delay)
         r = f(values, x0, *args)
         d_values, d_x0 = jax.jacfwd(f, argnums=(0, 1))(values, x0, *args)
         return r, d_values, d_x0
 
-    return jax.vmap(one)(x0, start_rows, first_rows, measured, weights)
+    return jax.vmap(one)(x0, start_rows, first_rows, measured, weights, fixed)
 
 
 @dataclass(frozen=True)

@@ -600,10 +600,12 @@ def noise_model_line(noise: dict) -> str:
 
 
 def recording_line(recording: dict) -> str:
-    """One line on one of several recordings: its file, length, segments and noise standard deviations."""
+    """One line on one of several recordings: its file, length, segments, noise standard deviations and the
+    model values that held for it alone (`variant`, where given)."""
+    variant = ", ".join(f"{key}={value:g}" for key, value in recording.get("variant", {}).items())
     return (
         f"  {recording['file']}: {recording['seconds']:.4g} s, {recording['samples']} samples, "
-        f"{recording['segments']} segments; {_stds(recording['noise'])}"
+        f"{recording['segments']} segments; {_stds(recording['noise'])}" + (f"; with {variant}" if variant else "")
     )
 
 
