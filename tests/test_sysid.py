@@ -123,6 +123,9 @@ ARM_MJX = mjx.put_model(ARM, impl="jax")
         ("geom:rod:friction", 0.6, {"geom_friction": {(0, 0): 0.6}}),
         ("geom:rod:torsional_friction", 0.02, {"geom_friction": {(0, 1): 0.02}}),
         ("geom:rod:rolling_friction", 0.003, {"geom_friction": {(0, 2): 0.003}}),
+        # the centre of mass, one axis at a time: the tip is body 2 (after the world and the arm)
+        ("body:tip:ipos_x", -0.03, {"body_ipos": {(2, 0): -0.03}}),
+        ("body:arm:ipos_z", -0.2, {"body_ipos": {(1, 2): -0.2}}),
     ],
 )
 def test_parameters_write_the_same_entries_into_mjx_and_mujoco_models(key, value, entries):
@@ -172,7 +175,7 @@ def test_gradient_flows_into_a_position_servos_kp():
             "parameter 'body:arm:inertia' is not supported yet: the inertia must stay physically consistent with "
             "the body's mass",
         ),
-        ("body:arm:ipos", "parameter 'body:arm:ipos' is not supported yet: the centre of mass must move"),
+        ("body:arm:ipos", "parameter 'body:arm:ipos' is three values; give one axis at a time: body:arm:ipos_x"),
     ],
 )
 def test_parameters_an_element_cannot_take_are_refused_in_one_line(key, message):
@@ -204,10 +207,30 @@ def test_physically_valid_ranges_of_servo_spring_and_friction_parameters_are_acc
         "actuator:torque:gain": (0.5, 2.0),
         "joint:hinge:stiffness": (0.0, 5.0),
         "joint:slider:springref": (-0.5, 0.5),  # a position: either sign
+        "body:tip:ipos_y": (-0.05, 0.05),  # and a centre of mass
         "geom:rod:rolling_friction": (0.0, 0.01),
     }
     for key, bounds in ranges.items():
         ModelParameter.parse(key, ARM).check_range(*bounds, ARM)
+
+
+def test_a_centre_of_mass_is_identified_through_mjx_and_the_c_simulator():
+    # the bob 5 cm nearer the hinge than the model has it (0.45 m against 0.5): less gravity torque, less inertia
+    key = "body:pole:ipos_z"
+    true_model = model_with(damping=0.137)
+    ModelParameter.parse(key, true_model).write_mj(true_model, 0.45)
+    rng = np.random.default_rng(7)
+    ctrl = random_excitation(10.0, 0.05, 1, rng)
+    data = record(true_model, ctrl, np.array([np.pi]), np.array([0.0]), 0.05, 1e-3, 1e-2, rng)
+    problem = Problem(model_with(damping=0.137), [key], data)
+    weights, x0 = 1.0 / np.array([1e-3, 1e-2]), problem.segments.measured[:, 0]
+    exact = problem.jacobian(np.array([0.5]), x0, weights, "autodiff")
+    finite = problem.jacobian(np.array([0.5]), x0, weights, "finite_difference")
+    for a, b in zip(exact, finite, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(a).max())
+    result = fit(problem, method="finite_difference")
+    entry = analyze((key,), result.values, result.information, result.converged)["parameters"][key]
+    assert result.converged and entry["ci95"][0] <= 0.45 <= entry["ci95"][1] and entry["relative_std"] < 0.01
 
 
 @pytest.mark.parametrize("dt", [0.01, 0.05])

@@ -242,6 +242,7 @@ ARM_VALUES = {
     "joint:wrist_roll:stiffness": 1.5,
     "joint:wrist_roll:springref": 0.2,
     "body:forearm:mass": 1.3,
+    "body:hand:ipos_z": 0.045,
     "geom:forearm:friction": 0.9,
     "actuator:elbow_pitch:kp": 123.456789,
     "actuator:wrist_pitch:kv": 2.5,
@@ -271,6 +272,11 @@ def test_identified_mjcf_compiles_to_the_fitted_values(tmp_path):
     # the mass comes with the inertia scaled by the same ratio, as the fit wrote it
     assert model.body_mass[forearm] == pytest.approx(1.3, **close)
     np.testing.assert_allclose(model.body_inertia[forearm], ARM.body_inertia[forearm] * 1.3, rtol=1e-5)
+    # a centre of mass moves alone: the hand's mass and inertia stay the model's
+    hand = model.body("hand").id
+    np.testing.assert_allclose(model.body_ipos[hand], [*ARM.body_ipos[hand][:2], 0.045], rtol=1e-5, atol=1e-9)
+    assert model.body_mass[hand] == pytest.approx(ARM.body_mass[hand], **close)
+    np.testing.assert_allclose(model.body_inertia[hand], ARM.body_inertia[hand], rtol=1e-5)
     # everything else is the model as it was
     assert model.dof_damping[model.joint("base_yaw").dofadr[0]] == ARM.dof_damping[0]
     assert model.opt.timestep == ARM.opt.timestep and model.nq == ARM.nq

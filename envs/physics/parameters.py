@@ -14,6 +14,8 @@ MJCF's degrees):
     joint:<name>:stiffness           jnt_stiffness (one per joint, whatever its dofs)
     joint:<name>:springref           qpos_spring: the spring's rest position (hinge and slide joints)
     body:<name>:mass                 body_mass, with body_inertia scaled by the same ratio
+    body:<name>:ipos_x|ipos_y|ipos_z body_ipos[:, 0|1|2]: the centre of mass in the body's frame (metres),
+                                     the inertia about it unchanged
     geom:<name>:friction             geom_friction[:, 0], sliding
     geom:<name>:torsional_friction   geom_friction[:, 1]
     geom:<name>:rolling_friction     geom_friction[:, 2]
@@ -22,8 +24,9 @@ MJCF's degrees):
     actuator:<name>:kp               actuator_gainprm[:, 0] = kp and actuator_biasprm[:, 1] = -kp (position actuators)
     actuator:<name>:kv               actuator_biasprm[:, 2] = -kv (position actuators)
 
-`body:<name>:inertia` and `body:<name>:ipos` are refused: an inertia must stay
-consistent with the mass and geometry, which needs its own parametrisation.
+`body:<name>:inertia` is refused: an inertia must stay consistent with the mass
+and geometry, which needs its own parametrisation. A centre of mass moved with
+the inertia about it kept is a consistent rigid body at any position.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ ATTRIBUTES: dict[tuple[str, str], tuple[FieldWrite, ...]] = {
     ("joint", "stiffness"): (FieldWrite("jnt_stiffness"),),
     ("joint", "springref"): (FieldWrite("qpos_spring"),),
     ("body", "mass"): (FieldWrite("body_mass"),),
+    ("body", "ipos_x"): (FieldWrite("body_ipos", 0),),
+    ("body", "ipos_y"): (FieldWrite("body_ipos", 1),),
+    ("body", "ipos_z"): (FieldWrite("body_ipos", 2),),
     ("geom", "friction"): (FieldWrite("geom_friction", 0),),
     ("geom", "torsional_friction"): (FieldWrite("geom_friction", 1),),
     ("geom", "rolling_friction"): (FieldWrite("geom_friction", 2),),
@@ -71,8 +77,6 @@ ATTRIBUTES: dict[tuple[str, str], tuple[FieldWrite, ...]] = {
 _NOT_YET = {
     ("body", "inertia"): "the inertia must stay physically consistent with the body's mass (positive, "
     "obeying the triangle inequality), which needs its own parametrisation",
-    ("body", "ipos"): "the centre of mass must move consistently with the body's mass and inertia, "
-    "which needs its own parametrisation",
 }
 _OBJECT_TYPES = {
     "joint": mujoco.mjtObj.mjOBJ_JOINT,
@@ -122,6 +126,11 @@ class ModelParameter:
         if len(parts) != 3:
             raise ValueError(f"parameter '{key}' is not element:name:attribute; accepted: {_accepted()}")
         element, name, attribute = parts
+        if (element, attribute) == ("body", "ipos"):
+            raise ValueError(
+                f"parameter '{key}' is three values; give one axis at a time: body:{name}:ipos_x, ipos_y or ipos_z "
+                "(the centre of mass in the body's frame, metres)"
+            )
         if (element, attribute) in _NOT_YET:
             raise ValueError(
                 f"parameter '{key}' is not supported yet: {_NOT_YET[(element, attribute)]} "
@@ -146,7 +155,7 @@ class ModelParameter:
         positive too, which needs a body with mass to scale from), and so must a
         position servo's kp (0 disconnects it); a gear or gain range must keep the
         sign of the model's value and exclude zero (zero disconnects the actuator,
-        a flipped sign reverses it); a springref (a position) may take any value;
+        a flipped sign reverses it); a springref and a centre of mass (positions) may take any value;
         everything else (damping, frictionloss, armature, stiffness, kv and the
         three frictions) must be non-negative.
 
@@ -188,7 +197,7 @@ class ModelParameter:
                 raise ValueError(
                     f"{shown} must be {sign}, the sign of the model's {self.attribute} {nominal} (0 disconnects it)"
                 )
-        elif self.attribute != "springref" and low < 0.0:
+        elif self.attribute not in ("springref", "ipos_x", "ipos_y", "ipos_z") and low < 0.0:
             raise ValueError(f"{shown} must be >= 0 ({self.attribute} cannot be negative)")
 
     def read(self, model: mujoco.MjModel | mjx.Model) -> float:
