@@ -385,13 +385,14 @@ def _write_identified(env, problem, result, given: dict[str, float], args: Sysid
         )
     else:
         delay_line = f"Control delay {signals.DELAY}: none fitted or given."
+    files = data_files(args.data)
     lines = [
-        f"Identified by launch/sysid.py from {', '.join(data_files(args.data))} on env {args.env}: "
+        f"Identified by launch/sysid.py from {', '.join(files)} on env {args.env}: "
         + ("converged." if result.converged else "NOT CONVERGED, the values are unreliable."),
         "Fitted: " + (", ".join(f"{k} = {v:.6g}" for k, v in fitted.items()) or "no model parameter") + ".",
         *(["Given: " + ", ".join(f"{k} = {v:.6g}" for k, v in given.items()) + "."] if given else []),
         delay_line,
-        *_variant_lines(data_files(args.data), problem.variants),
+        *_variant_lines(files, problem.variants),
         "Standard errors and intervals: sysid.json beside this file.",
     ]
     try:

@@ -20,7 +20,6 @@ through models MuJoCo's simulator finds unstable, and it prints a warning for ea
 (`2>/dev/null` keeps the table alone).
 """
 
-import copy
 import json
 import sys
 from pathlib import Path
@@ -32,9 +31,9 @@ from launch.runtime import configure_runtime
 configure_runtime()
 
 import envs  # noqa: E402
-from envs.physics.parameters import ModelParameter  # noqa: E402
 from shac.sysid import coverage, versus_mujoco  # noqa: E402
 from shac.sysid.fit import Problem, fit  # noqa: E402
+from shac.sysid.mjcf import fitted_model  # noqa: E402
 from shac.sysid.parameters import parse_assignments  # noqa: E402
 from shac.sysid.report import analyze  # noqa: E402
 
@@ -50,9 +49,7 @@ keys = tuple(true_values)
 truth = np.array([true_values[key] for key in keys])
 env = envs.make("arm_reach")
 true_model, guess_model = versus_mujoco.models(env, true_values, initial_values, options["upper"])
-loaded_model = copy.deepcopy(true_model)
-for key, value in PAYLOAD.items():
-    ModelParameter.parse(key, loaded_model).write_mj(loaded_model, value)
+loaded_model = fitted_model(true_model, PAYLOAD)
 limits = dict(zip(keys, versus_mujoco.bounds(guess_model, keys, options["upper"]), strict=True))
 initial_state = coverage.reset_states(env)
 

@@ -74,6 +74,8 @@ ATTRIBUTES: dict[tuple[str, str], tuple[FieldWrite, ...]] = {
     ("actuator", "kp"): (FieldWrite("actuator_gainprm", 0), FieldWrite("actuator_biasprm", 1, -1.0)),
     ("actuator", "kv"): (FieldWrite("actuator_biasprm", 2, -1.0),),
 }
+ANY_SIGN = ("springref", "ipos_x", "ipos_y", "ipos_z")
+"""Attributes that are positions, so may take either sign (every other one has a sign rule, `check_range`)."""
 _NOT_YET = {
     ("body", "inertia"): "the inertia must stay physically consistent with the body's mass (positive, "
     "obeying the triangle inequality), which needs its own parametrisation",
@@ -197,7 +199,7 @@ class ModelParameter:
                 raise ValueError(
                     f"{shown} must be {sign}, the sign of the model's {self.attribute} {nominal} (0 disconnects it)"
                 )
-        elif self.attribute not in ("springref", "ipos_x", "ipos_y", "ipos_z") and low < 0.0:
+        elif self.attribute not in ANY_SIGN and low < 0.0:
             raise ValueError(f"{shown} must be >= 0 ({self.attribute} cannot be negative)")
 
     def read(self, model: mujoco.MjModel | mjx.Model) -> float:

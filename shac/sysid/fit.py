@@ -348,12 +348,9 @@ class Problem:
             [[v.get(p.key, m) for p, m in zip(self.fixed_parameters, model_values, strict=True)] for v in variants],
             np.float64,
         ).reshape(count, len(self.fixed_parameters))  # [K, F]
-        if self.fixed_parameters:
-            rows, self._segment_variant = np.unique(self.fixed_values, axis=0, return_inverse=True)
-            self._segment_variant = self._segment_variant.reshape(-1)[self.segment_recording]
-        else:
-            rows, self._segment_variant = self.fixed_values[:1], np.zeros(len(self.segment_recording), int)
-        self._variant_models = []  # the C model of each distinct variant; `_segment_variant`: int [S] its index
+        rows, recording_variant = np.unique(self.fixed_values, axis=0, return_inverse=True)  # one row when F = 0
+        self._segment_variant = recording_variant.reshape(-1)[self.segment_recording]  # int [S]
+        self._variant_models = []  # the C model of each distinct variant, indexed by `_segment_variant`
         for row in rows:
             self._variant_models.append(copy.deepcopy(mj_model))
             for parameter, value in zip(self.fixed_parameters, row, strict=True):
