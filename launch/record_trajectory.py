@@ -17,6 +17,11 @@ time step; default the environment's control step).
 shac/sysid/signals.py defines it); the recorded `ctrl` is the command as sent.
 `real=<file>` simulates the values of a real file (a YAML file of
 `element:name:attribute: value`, shac/run/real.py), as if they were in `true_params`.
+`policy=<run_dir>` closes the loop: a run's deterministic policy (launch/train.py,
+the same `env`) commands the robot from the measured state at each control step,
+and the excitation is added to its actions as a dither, for a robot that falls
+without a controller (small amplitudes, e.g. `amplitudes=[0.1] frequencies=[7]`);
+the recorded `ctrl` is the command as applied.
 The advice of `launch/sysid.py` on a direction the data cannot resolve names
 the options that record the missing excitation (shac/sysid/report.py).
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from omegaconf import MISSING
 
@@ -77,6 +83,10 @@ class RecordArgs:
     qvel_noise: float = 0.05
     """Std of the velocity measurement noise."""
     seed: int = 0
+    """Seed of the noise, of the random excitation and of the reset state."""
+    policy: str = ""
+    """A run directory of `env` (launch/train.py) whose deterministic policy closes the loop, the excitation
+    added to its actions; empty: the excitation alone, open loop."""
 
 
 def controls(args: RecordArgs, model, dt: float, rng):
@@ -164,9 +174,53 @@ def _actuator_name(model, actuator_id: int) -> str:
     return mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, actuator_id) or f"actuator{actuator_id}"
 
 
-def simulate(args: RecordArgs, env):
+def policy_controller(args: RecordArgs):
+    """(the run's environment, a `shac.sysid.recording.Controller` of its deterministic policy) for `args.policy`:
+    the observation of the measured state (kinematics computed, the time and the last command given) as the
+    run's environment makes it, and the policy's mean action for it.
+
+    Raises:
+        ValueError: the run trained on another environment than `args.env`, its environment observes inside its
+            own step (a Playground task), `args.dt` is not its control step, or its files are damaged.
+        FileNotFoundError, CheckpointError: no run or no policy in it.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from shac.core.networks import act
+    from shac.run.serialization import load_run_policy
+
+    policy = load_run_policy(Path(args.policy))
+    env = policy.env
+    if policy.config.env.name != args.env:
+        raise ValueError(f"policy run '{args.policy}' trained on env={policy.config.env.name}, not env={args.env}")
+    if args.dt and abs(args.dt - env.ctrl_dt) > 1e-9:
+        raise ValueError(
+            f"dt={args.dt}: the policy acts once per control step of its environment ({env.ctrl_dt} s); leave dt out"
+        )
+
+    @jax.jit
+    def command(qpos: jax.Array, qvel: jax.Array, time: jax.Array, last: jax.Array) -> jax.Array:
+        data = env.data_from_qpos_qvel(qpos, qvel).replace(time=time)
+        return act(policy.actor, policy.actor_params, policy.normalizer, env.observation(data, last))
+
+    def controller(qpos: np.ndarray, qvel: np.ndarray, time: float, last: np.ndarray) -> np.ndarray:
+        arrays = (jnp.asarray(qpos, jnp.float32), jnp.asarray(qvel, jnp.float32), jnp.float32(time))
+        return np.asarray(command(*arrays, jnp.asarray(last, jnp.float32)), np.float64)
+
+    model = env.mj_model
+    try:
+        jax.eval_shape(command, *(jnp.zeros(n, jnp.float32) for n in (model.nq, model.nv)), 0.0, jnp.zeros(model.nu))
+    except NotImplementedError as e:
+        raise ValueError(f"policy=: {e}, so it cannot observe a recorded state; record it open loop") from None
+    return env, controller
+
+
+def simulate(args: RecordArgs, env, controller=None):
     """The recording `args` ask for: `env`'s MuJoCo model (a copy) with `true_params` written into it, simulated
-    by MuJoCo's C simulator (`shac.sysid.recording.record`) under `controls` from `start_state`.
+    by MuJoCo's C simulator (`shac.sysid.recording.record`) under `controls` from `start_state`, or with a
+    `controller` (`policy_controller`) under its commands with `controls` added (`record_closed_loop`).
 
     Returns:
         (the `Trajectory`, its sample spacing dt, the simulated control delay in seconds).
@@ -199,7 +253,11 @@ def simulate(args: RecordArgs, env):
     ctrl = controls(args, model, dt, rng)
     start = jax.device_get(env.initial_data(jax.random.key(args.seed)))
     qpos0, qvel0 = start_state(args, model, start.qpos, start.qvel)
-    trajectory = recording.record(model, ctrl, qpos0, qvel0, dt, args.qpos_noise, args.qvel_noise, rng, delay)
+    noise = (args.qpos_noise, args.qvel_noise, rng)
+    if controller is None:
+        trajectory = recording.record(model, ctrl, qpos0, qvel0, dt, *noise, delay)
+    else:
+        trajectory = recording.record_closed_loop(model, controller, ctrl, qpos0, qvel0, dt, *noise)
     return trajectory, dt, delay
 
 
@@ -227,6 +285,8 @@ def true_values(args: RecordArgs) -> tuple[dict[str, float], float]:
         model_values = {**real, **model_values}
     delay = signal_values.get(signals.DELAY, 0.0)
     signals.check_delay(delay, args.seconds, "true delay")
+    if delay and args.policy:
+        raise ValueError(f"{signals.DELAY} is simulated open loop only; record with policy= without it")
     return model_values, delay
 
 
@@ -238,15 +298,18 @@ def main(argv: list[str]) -> None:
     )
     configure_runtime()  # before anything imports mujoco
     import envs
+    from shac.run.checkpoint import CheckpointError
 
     try:
         true_values(args)  # before the environment compiles
-        trajectory, dt, delay = simulate(args, envs.make(args.env))
-    except (ValueError, FileNotFoundError) as e:
+        env, controller = policy_controller(args) if args.policy else (envs.make(args.env), None)
+        trajectory, dt, delay = simulate(args, env, controller)
+    except (ValueError, FileNotFoundError, CheckpointError) as e:
         sys.exit(f"error: {e}")
     trajectory.save(args.out)
     delayed = f", commands acting {1000 * delay:g} ms after they are sent" if delay else ""
-    print(f"wrote {args.out}: {len(trajectory.time)} samples every {dt} s{delayed}")
+    loop = f", closed loop by the policy of {args.policy}" if args.policy else ""
+    print(f"wrote {args.out}: {len(trajectory.time)} samples every {dt} s{delayed}{loop}")
 
 
 if __name__ == "__main__":

@@ -394,6 +394,16 @@ def test_a_playground_benchmark_extends_earlier_parts_with_every_command():
     }
     assert new["learning"]["playground/A"]["runs"] == [3]  # the parts are not changed in place
     assert first["learning"]["playground/A"]["runs"] == [1]
+    # two halves run side by side over the same earlier results: its parts and runs once, each half's own
+    halves = {"e": {"playground/A": {"runs": [5]}}, "f": {"playground/B": {"runs": [6]}}}
+    left, right = (
+        extend_results([merged], part(f"run {k}", "2026-12-03 09:00 UTC", [], v, [1.0] * 3)) for k, v in halves.items()
+    )
+    both = extend_results([left, right], part("merge", "2026-12-03 12:00 UTC", [], {}, [0.1] * 3))
+    assert both["command"] == "run a\nrun b\nrun c\nrun e\nrun f\nmerge"
+    assert [p["command"] for p in both["parts"]] == ["run a", "run b", "run c", "run e", "run f", "merge"]
+    assert both["learning"]["playground/A"]["runs"] == [1, 3, 5]
+    assert both["learning"]["playground/B"]["runs"] == [2, 6]
 
 
 def test_the_docs_header_gives_each_parts_load_average():

@@ -172,8 +172,8 @@ def test_gradient_flows_into_a_position_servos_kp():
         ("joint:ball:springref", "a ball joint's spring reference is a pose, not one value; springref is accepted"),
         (
             "body:arm:inertia",
-            "parameter 'body:arm:inertia' is not supported yet: the inertia must stay physically consistent with "
-            "the body's mass",
+            "parameter 'body:arm:inertia' is three principal moments that must obey the triangle inequality; give "
+            "the mass's spread along each axis of the inertial frame instead: body:arm:spread_x, spread_y or spread_z",
         ),
         ("body:arm:ipos", "parameter 'body:arm:ipos' is three values; give one axis at a time: body:arm:ipos_x"),
     ],
@@ -200,6 +200,94 @@ def test_ranges_of_servo_spring_and_friction_parameters_are_checked(key, bounds,
         ModelParameter.parse(key, ARM).check_range(*bounds, ARM)
 
 
+# a 2 kg box of half-sizes 0.3, 0.1 and 0.02 m: spreads a / sqrt(3), moments m (b^2 + c^2) / 3 and permutations
+SLAB = mujoco.MjModel.from_xml_string("""
+<mujoco><worldbody>
+  <body name="slab"><joint axis="0 1 0"/><geom type="box" size="0.3 0.1 0.02" mass="2"/></body>
+  <body name="frame"><geom type="box" size="0.1 0.1 0.1" mass="0"/></body>
+</worldbody></mujoco>
+""")
+
+
+def test_a_bodys_spreads_set_its_inertia_consistently_and_independently_of_its_mass():
+    spreads = {f"body:slab:spread_{axis}": ModelParameter.parse(f"body:slab:spread_{axis}", SLAB) for axis in "xyz"}
+    read = {key: parameter.read(SLAB) for key, parameter in spreads.items()}
+    assert list(read.values()) == pytest.approx(np.array([0.3, 0.1, 0.02]) / np.sqrt(3))
+    # a spread of 0.2 m along x: a second moment of 2 x 0.04 instead of 2 x 0.03, added to I_y and I_z
+    expected = 2.0 / 3.0 * np.array([0.1**2 + 0.02**2, 0.3**2 + 0.02**2, 0.3**2 + 0.1**2]) + [0.0, 0.02, 0.02]
+    spread_x = spreads["body:slab:spread_x"]
+    mjx_model = spread_x.write(mjx.put_model(SLAB, impl="jax"), jnp.float32(0.2))
+    mj_model = copy.deepcopy(SLAB)
+    spread_x.write_mj(mj_model, 0.2)
+    np.testing.assert_allclose(np.asarray(mjx_model.body_inertia[1]), expected, rtol=1e-6)
+    np.testing.assert_allclose(mj_model.body_inertia[1], expected, rtol=1e-12)
+    for key, parameter in spreads.items():
+        assert parameter.read(mj_model) == pytest.approx(0.2 if key.endswith("x") else read[key])
+    # the mass and the spreads commute: a new mass scales the moments and keeps the spreads
+    mass, then_spread, then_mass = ModelParameter.parse("body:slab:mass", SLAB), copy.deepcopy(SLAB), mj_model
+    mass.write_mj(then_spread, 3.0)
+    spread_x.write_mj(then_spread, 0.2)
+    mass.write_mj(then_mass, 3.0)
+    np.testing.assert_allclose(then_mass.body_inertia[1], expected * 1.5, rtol=1e-12)
+    np.testing.assert_allclose(then_spread.body_inertia[1], then_mass.body_inertia[1], rtol=1e-12)
+    # any positive spreads are a rigid body that exists: the moments obey the triangle inequality
+    model = copy.deepcopy(SLAB)
+    for values in np.random.default_rng(0).uniform(1e-3, 1.0, (20, 3)):
+        for parameter, value in zip(spreads.values(), values, strict=True):
+            parameter.write_mj(model, value)
+        moments = np.sort(model.body_inertia[1])
+        assert moments[0] + moments[1] >= moments[2] * (1 - 1e-12) and moments[0] > 0
+    with pytest.raises(ValueError, match=re.escape("[0.0, 0.1] must be > 0 (the mass's extent along an axis")):
+        spread_x.check_range(0.0, 0.1, SLAB)
+    massless = "'body:frame:spread_z' = 0.1: the body has no mass in the model to spread"
+    with pytest.raises(ValueError, match=re.escape(massless)):
+        ModelParameter.parse("body:frame:spread_z", SLAB).check_value(0.1, SLAB)
+
+
+# a 1 kg box that touches the floor only through an explicit contact pair (sliding friction 0.5)
+SLIDING_BOX = mujoco.MjModel.from_xml_string("""
+<mujoco><option timestep="0.01"/><worldbody>
+  <geom name="floor" type="plane" size="1 1 0.1"/>
+  <body name="box" pos="0 0 0.05"><freejoint/>
+    <geom name="box" type="box" size="0.05 0.05 0.05" mass="1" contype="0" conaffinity="0"/></body>
+</worldbody><contact><pair name="sliding" geom1="floor" geom2="box" friction="0.5 0.5 0.005 0.0001 0.0001"/></contact>
+</mujoco>
+""")
+
+
+def test_a_contact_pairs_friction_is_written_and_differentiated():
+    friction = ModelParameter.parse("pair:sliding:friction", SLIDING_BOX)
+    rolling = ModelParameter.parse("pair:sliding:rolling_friction", SLIDING_BOX)
+    model = mjx.put_model(SLIDING_BOX, impl="jax")
+    written = rolling.write(friction.write(model, jnp.float32(0.3)), jnp.float32(0.002))
+    mj_model = copy.deepcopy(SLIDING_BOX)
+    friction.write_mj(mj_model, 0.3)
+    rolling.write_mj(mj_model, 0.002)
+    # both tangent directions, and both rolling directions, take the one value; torsion keeps the model's
+    np.testing.assert_allclose(np.asarray(written.pair_friction), [[0.3, 0.3, 0.005, 0.002, 0.002]], rtol=1e-6)
+    np.testing.assert_allclose(mj_model.pair_friction, [[0.3, 0.3, 0.005, 0.002, 0.002]], rtol=1e-12)
+    assert friction.read(written) == pytest.approx(0.3) and rolling.read(mj_model) == pytest.approx(0.002)
+    data = mjx.make_data(model)
+    data = data.replace(qvel=data.qvel.at[0].set(1.0))  # sliding along x at 1 m/s
+
+    def velocity_after_10_steps(value):
+        def step(data, _):
+            return mjx.step(friction.write(model, value), data), None
+
+        return jax.lax.scan(step, data, None, 10)[0].qvel[0]
+
+    # frictionless, it keeps its speed; the pair's friction slows it, and more friction slows it more (the
+    # forward-mode derivative a fit takes, against a central difference)
+    assert float(velocity_after_10_steps(jnp.float32(0.0))) == pytest.approx(1.0, abs=1e-6)
+    assert float(velocity_after_10_steps(jnp.float32(0.5))) < 0.9
+    derivative = jax.jit(lambda mu: jax.jvp(velocity_after_10_steps, (mu,), (jnp.float32(1.0),))[1])
+    central = float(velocity_after_10_steps(jnp.float32(0.51)) - velocity_after_10_steps(jnp.float32(0.49))) / 0.02
+    assert float(derivative(jnp.float32(0.5))) < 0.0
+    assert float(derivative(jnp.float32(0.5))) == pytest.approx(central, rel=1e-3)
+    with pytest.raises(ValueError, match="no pair named 'slide' in the model; pairs: sliding"):
+        ModelParameter.parse("pair:slide:friction", SLIDING_BOX)
+
+
 def test_physically_valid_ranges_of_servo_spring_and_friction_parameters_are_accepted():
     ranges = {
         "actuator:servo:kp": (1.0, 20.0),
@@ -214,23 +302,30 @@ def test_physically_valid_ranges_of_servo_spring_and_friction_parameters_are_acc
         ModelParameter.parse(key, ARM).check_range(*bounds, ARM)
 
 
-def test_a_centre_of_mass_is_identified_through_mjx_and_the_c_simulator():
-    # the bob 5 cm nearer the hinge than the model has it (0.45 m against 0.5): less gravity torque, less inertia
-    key = "body:pole:ipos_z"
+def test_a_centre_of_mass_and_a_spread_are_identified_together_through_mjx_and_the_c_simulator():
+    # the bob 5 cm nearer the hinge than the model has it (0.45 m against 0.5): less gravity torque, less
+    # inertia; and its mass spread 10 cm along x (a 35 cm plate, not the model's 5 cm sphere, whose spread is
+    # sqrt(2/5 r^2 / 2) = 2.236 cm): 4% more inertia about the hinge and no gravity torque, so the two separate
+    keys, truth, initial = ["body:pole:ipos_z", "body:pole:spread_x"], np.array([0.45, 0.1]), np.array([0.5, 0.02236])
     true_model = model_with(damping=0.137)
-    ModelParameter.parse(key, true_model).write_mj(true_model, 0.45)
+    for key, value in zip(keys, truth, strict=True):
+        ModelParameter.parse(key, true_model).write_mj(true_model, value)
+    nominal = [ModelParameter.parse(key, PENDULUM.mj_model).read(PENDULUM.mj_model) for key in keys]
+    np.testing.assert_allclose(nominal, initial, rtol=1e-3)
     rng = np.random.default_rng(7)
     ctrl = random_excitation(10.0, 0.05, 1, rng)
     data = record(true_model, ctrl, np.array([np.pi]), np.array([0.0]), 0.05, 1e-3, 1e-2, rng)
-    problem = Problem(model_with(damping=0.137), [key], data)
+    problem = Problem(model_with(damping=0.137), keys, data)
     weights, x0 = 1.0 / np.array([1e-3, 1e-2]), problem.segments.measured[:, 0]
-    exact = problem.jacobian(np.array([0.5]), x0, weights, "autodiff")
-    finite = problem.jacobian(np.array([0.5]), x0, weights, "finite_difference")
+    exact = problem.jacobian(initial, x0, weights, "autodiff")
+    finite = problem.jacobian(initial, x0, weights, "finite_difference")
     for a, b in zip(exact, finite, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(a).max())
     result = fit(problem, method="finite_difference")
-    entry = analyze((key,), result.values, result.information, result.converged)["parameters"][key]
-    assert result.converged and entry["ci95"][0] <= 0.45 <= entry["ci95"][1] and entry["relative_std"] < 0.01
+    entries = analyze(tuple(keys), result.values, result.information, result.converged)["parameters"]
+    assert result.converged
+    for key, value in zip(keys, truth, strict=True):
+        assert entries[key]["ci95"][0] <= value <= entries[key]["ci95"][1] and entries[key]["relative_std"] < 0.01
 
 
 @pytest.mark.parametrize("dt", [0.01, 0.05])

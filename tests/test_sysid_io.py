@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from envs.physics.parameters import ModelParameter
 from shac.sysid.columns import load_csv
 from shac.sysid.mjcf import identified_xml
 from shac.sysid.recording import Trajectory, random_excitation, record
@@ -243,6 +244,7 @@ ARM_VALUES = {
     "joint:wrist_roll:springref": 0.2,
     "body:forearm:mass": 1.3,
     "body:hand:ipos_z": 0.045,
+    "body:upper_arm:spread_x": 0.05,
     "geom:forearm:friction": 0.9,
     "actuator:elbow_pitch:kp": 123.456789,
     "actuator:wrist_pitch:kv": 2.5,
@@ -277,9 +279,24 @@ def test_identified_mjcf_compiles_to_the_fitted_values(tmp_path):
     np.testing.assert_allclose(model.body_ipos[hand], [*ARM.body_ipos[hand][:2], 0.045], rtol=1e-5, atol=1e-9)
     assert model.body_mass[hand] == pytest.approx(ARM.body_mass[hand], **close)
     np.testing.assert_allclose(model.body_inertia[hand], ARM.body_inertia[hand], rtol=1e-5)
+    # a spread takes its inertia with it (the moments about the other two axes), the mass stays
+    upper_arm = model.body("upper_arm").id
+    assert ModelParameter.parse("body:upper_arm:spread_x", model).read(model) == pytest.approx(0.05, **close)
+    assert model.body_mass[upper_arm] == pytest.approx(ARM.body_mass[upper_arm], **close)
     # everything else is the model as it was
     assert model.dof_damping[model.joint("base_yaw").dofadr[0]] == ARM.dof_damping[0]
     assert model.opt.timestep == ARM.opt.timestep and model.nq == ARM.nq
+
+
+def test_identified_mjcf_writes_a_contact_pairs_frictions():
+    xml = """<mujoco><worldbody><geom name="floor" type="plane" size="1 1 0.1"/><body name="box" pos="0 0 0.05">
+             <freejoint/><geom name="box" type="box" size="0.05 0.05 0.05" mass="1"/></body></worldbody>
+             <contact><pair name="sliding" geom1="floor" geom2="box" friction="0.5 0.5 0.005 0.0001 0.0001"/>
+             </contact></mujoco>"""
+    spec = mujoco.MjSpec.from_string(xml)
+    values = {"pair:sliding:friction": 0.321, "pair:sliding:torsional_friction": 0.004}
+    written = mujoco.MjModel.from_xml_string(identified_xml(spec, spec.compile(), values))
+    np.testing.assert_allclose(written.pair_friction, [[0.321, 0.321, 0.004, 0.0001, 0.0001]], rtol=1e-5)
 
 
 def test_identified_mjcf_writes_angles_in_the_mjcfs_units_and_refuses_what_it_cannot_express():

@@ -10,9 +10,13 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from launch import cli
+from launch.record_trajectory import RecordArgs, policy_controller, simulate
 from shac.run.commands import evaluate_run
+from shac.run.evaluate import run_episode
 from shac.run.export import policy_function
 from shac.run.serialization import load_run_policy
+from shac.sysid.recording import record
 from shac.tools.falls import fall_report_of_run
 from tests.conftest import run_cli as run
 
@@ -99,6 +103,27 @@ def test_a_softened_run_is_evaluated_under_the_physical_contact_model_on_request
     assert (trained.env.smoothing.mode, physical.env.smoothing.mode) == ("soft", "none")
     assert physical.config.smoothing.mode == "none"
     jax.tree.map(np.testing.assert_array_equal, trained.actor_params, physical.actor_params)
+
+
+def test_a_closed_loop_recording_follows_the_policy_as_its_episode_does_and_replays_open_loop(pendulum_run):
+    def recorded(*argv):
+        args = cli.parse(RecordArgs, ["env=pendulum_swingup", "out=x.npz", f"policy={pendulum_run}", *argv], "usage")
+        env, controller = policy_controller(args)
+        return env, simulate(args, env, controller)[0]
+
+    # without noise or dither, MuJoCo's C simulator under the policy retraces the policy's MJX episode
+    env, alone = recorded("seconds=2", "amplitudes=[0]", "frequencies=[1]", "qpos_noise=0", "qvel_noise=0")
+    policy = load_run_policy(pendulum_run)
+    episode = run_episode(env, policy.actor, policy.actor_params, policy.normalizer, jax.random.key(0))
+    np.testing.assert_allclose(alone.qpos, episode.qpos[: len(alone.qpos)], atol=1e-3)
+    np.testing.assert_allclose(alone.ctrl[:-1], episode.actions[: len(alone.ctrl) - 1], atol=1e-3)
+    assert np.ptp(alone.qpos) > 0.1  # it swings: the policy acts, the pendulum does not hang still
+    # with a dither the commands differ from the policy's alone, and are recorded as applied: replayed open
+    # loop they retrace the recording
+    env, dithered = recorded("seconds=2", "amplitudes=[0.3]", "frequencies=[7]", "qpos_noise=0", "qvel_noise=0")
+    assert np.abs(dithered.ctrl - alone.ctrl).max() > 0.1
+    replayed = record(env.mj_model, dithered.ctrl, dithered.qpos[0], dithered.qvel[0], env.ctrl_dt)
+    np.testing.assert_allclose(replayed.qpos, dithered.qpos, atol=1e-9)
 
 
 def test_evaluate_refuses_an_episode_length_below_one_before_loading_the_run(tmp_path):

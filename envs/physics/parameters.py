@@ -16,17 +16,30 @@ MJCF's degrees):
     body:<name>:mass                 body_mass, with body_inertia scaled by the same ratio
     body:<name>:ipos_x|ipos_y|ipos_z body_ipos[:, 0|1|2]: the centre of mass in the body's frame (metres),
                                      the inertia about it unchanged
+    body:<name>:spread_x|y|z         body_inertia through the mass's root-mean-square extent along
+                                     one axis of the inertial frame (metres, `spread`)
     geom:<name>:friction             geom_friction[:, 0], sliding
     geom:<name>:torsional_friction   geom_friction[:, 1]
     geom:<name>:rolling_friction     geom_friction[:, 2]
+    pair:<name>:friction             pair_friction[:, 0] and [:, 1]: an explicit contact pair's sliding
+                                     friction, the same along both tangent directions
+    pair:<name>:torsional_friction   pair_friction[:, 2]
+    pair:<name>:rolling_friction     pair_friction[:, 3] and [:, 4]
     actuator:<name>:gear             actuator_gear[:, 0]
     actuator:<name>:gain             actuator_gainprm[:, 0] (a fixed gain, not a <position>/<velocity> servo's)
     actuator:<name>:kp               actuator_gainprm[:, 0] = kp and actuator_biasprm[:, 1] = -kp (position actuators)
     actuator:<name>:kv               actuator_biasprm[:, 2] = -kv (position actuators)
 
-`body:<name>:inertia` is refused: an inertia must stay consistent with the mass
-and geometry, which needs its own parametrisation. A centre of mass moved with
-the inertia about it kept is a consistent rigid body at any position.
+A body's rotational inertia is three spreads rather than three moments: the
+principal moments of inertia about the centre of mass are I_x = m (r_y^2 + r_z^2)
+and its two permutations, where r_i = sqrt(integral of x_i^2 dm / m) is the
+mass's spread along axis i of the inertial frame (`body_iquat`). Any positive
+spreads give moments that obey the triangle inequality, so every value a fit or
+a randomisation visits is a rigid body that exists, and the mass and the spreads
+are independent: a new mass scales the moments and keeps the spreads. A centre
+of mass moved with the inertia about it kept is a consistent rigid body at any
+position too. Three of a body's ten inertial parameters stay the model's: the
+orientation of its principal axes.
 """
 
 from __future__ import annotations
@@ -66,9 +79,15 @@ ATTRIBUTES: dict[tuple[str, str], tuple[FieldWrite, ...]] = {
     ("body", "ipos_x"): (FieldWrite("body_ipos", 0),),
     ("body", "ipos_y"): (FieldWrite("body_ipos", 1),),
     ("body", "ipos_z"): (FieldWrite("body_ipos", 2),),
+    ("body", "spread_x"): (FieldWrite("body_inertia"),),
+    ("body", "spread_y"): (FieldWrite("body_inertia"),),
+    ("body", "spread_z"): (FieldWrite("body_inertia"),),
     ("geom", "friction"): (FieldWrite("geom_friction", 0),),
     ("geom", "torsional_friction"): (FieldWrite("geom_friction", 1),),
     ("geom", "rolling_friction"): (FieldWrite("geom_friction", 2),),
+    ("pair", "friction"): (FieldWrite("pair_friction", 0), FieldWrite("pair_friction", 1)),
+    ("pair", "torsional_friction"): (FieldWrite("pair_friction", 2),),
+    ("pair", "rolling_friction"): (FieldWrite("pair_friction", 3), FieldWrite("pair_friction", 4)),
     ("actuator", "gear"): (FieldWrite("actuator_gear", 0),),
     ("actuator", "gain"): (FieldWrite("actuator_gainprm", 0),),
     ("actuator", "kp"): (FieldWrite("actuator_gainprm", 0), FieldWrite("actuator_biasprm", 1, -1.0)),
@@ -76,14 +95,13 @@ ATTRIBUTES: dict[tuple[str, str], tuple[FieldWrite, ...]] = {
 }
 ANY_SIGN = ("springref", "ipos_x", "ipos_y", "ipos_z")
 """Attributes that are positions, so may take either sign (every other one has a sign rule, `check_range`)."""
-_NOT_YET = {
-    ("body", "inertia"): "the inertia must stay physically consistent with the body's mass (positive, "
-    "obeying the triangle inequality), which needs its own parametrisation",
-}
+SPREAD_AXES = {"spread_x": 0, "spread_y": 1, "spread_z": 2}
+"""Attributes written through `spread` (not set directly): the axis of the inertial frame each one is along."""
 _OBJECT_TYPES = {
     "joint": mujoco.mjtObj.mjOBJ_JOINT,
     "body": mujoco.mjtObj.mjOBJ_BODY,
     "geom": mujoco.mjtObj.mjOBJ_GEOM,
+    "pair": mujoco.mjtObj.mjOBJ_PAIR,
     "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR,
 }
 
@@ -133,10 +151,11 @@ class ModelParameter:
                 f"parameter '{key}' is three values; give one axis at a time: body:{name}:ipos_x, ipos_y or ipos_z "
                 "(the centre of mass in the body's frame, metres)"
             )
-        if (element, attribute) in _NOT_YET:
+        if (element, attribute) == ("body", "inertia"):
             raise ValueError(
-                f"parameter '{key}' is not supported yet: {_NOT_YET[(element, attribute)]} "
-                f"(body:<name>:mass scales the inertia with the mass); accepted: {_accepted()}"
+                f"parameter '{key}' is three principal moments that must obey the triangle inequality; give the "
+                f"mass's spread along each axis of the inertial frame instead: body:{name}:spread_x, spread_y or "
+                "spread_z (metres; any positive spreads make a consistent inertia, and body:<name>:mass scales it)"
             )
         if (element, attribute) not in ATTRIBUTES:
             raise ValueError(f"unsupported parameter '{key}'; accepted: {_accepted()}")
@@ -155,11 +174,12 @@ class ModelParameter:
 
         Masses must be positive (the inertia is scaled with the mass, so it stays
         positive too, which needs a body with mass to scale from), and so must a
+        body's spreads (of a body with mass) and a
         position servo's kp (0 disconnects it); a gear or gain range must keep the
         sign of the model's value and exclude zero (zero disconnects the actuator,
         a flipped sign reverses it); a springref and a centre of mass (positions) may take any value;
         everything else (damping, frictionloss, armature, stiffness, kv and the
-        three frictions) must be non-negative.
+        geoms' and pairs' frictions) must be non-negative.
 
         Raises:
             ValueError: naming the parameter, the range and what is accepted.
@@ -185,7 +205,12 @@ class ModelParameter:
     def _check_physical(self, low: float, high: float, model: mujoco.MjModel, shown: str) -> None:
         """The physical rules of `check_range` on finite low <= high; `shown` names them in the message."""
         nominal = self.read(model)
-        if self.attribute == "mass":
+        if self.attribute in SPREAD_AXES:
+            if low <= 0.0:
+                raise ValueError(f"{shown} must be > 0 (the mass's extent along an axis of the inertial frame)")
+            if model.body_mass[self.rows[0]] <= 0.0:
+                raise ValueError(f"{shown}: the body has no mass in the model to spread")
+        elif self.attribute == "mass":
             if low <= 0.0:
                 raise ValueError(f"{shown} must be > 0 (a mass; the inertia is scaled with it)")
             if nominal <= 0.0:
@@ -204,6 +229,10 @@ class ModelParameter:
 
     def read(self, model: mujoco.MjModel | mjx.Model) -> float:
         """The current value (the first row's, for a multi-dof joint), from the first written entry."""
+        if self.attribute in SPREAD_AXES:
+            inertia, mass = np.asarray(model.body_inertia)[self.rows[0]], float(model.body_mass[self.rows[0]])
+            moment = second_moments(inertia)[SPREAD_AXES[self.attribute]]
+            return float(np.sqrt(max(moment, 0.0) / mass)) if mass > 0.0 else 0.0
         first = self.writes[0]
         values = np.asarray(getattr(model, first.field))[self.rows[0]]
         value = first.sign * float(values if first.column is None else values[first.column])
@@ -212,6 +241,10 @@ class ModelParameter:
     def write(self, model: mjx.Model, value: jax.Array) -> mjx.Model:
         """`model` with this parameter set to `value` (float []); differentiable in `value`."""
         rows = np.asarray(self.rows)
+        if self.attribute in SPREAD_AXES:
+            row = self.rows[0]
+            inertia = with_spread(model.body_inertia[row], model.body_mass[row], SPREAD_AXES[self.attribute], value)
+            return model.replace(body_inertia=model.body_inertia.at[row].set(inertia))
         changes = {}
         for entry in self.writes:
             array = changes.get(entry.field, getattr(model, entry.field))
@@ -226,6 +259,10 @@ class ModelParameter:
     def write_mj(self, model: mujoco.MjModel, value: float) -> None:
         """Sets the parameter in place on a MuJoCo (C) model: the same entries as `write`."""
         rows = list(self.rows)
+        if self.attribute in SPREAD_AXES:
+            inertia, mass = model.body_inertia[rows[0]], model.body_mass[rows[0]]
+            model.body_inertia[rows[0]] = with_spread(inertia.copy(), mass, SPREAD_AXES[self.attribute], value)
+            return
         if self.attribute == "mass":
             model.body_inertia[rows] *= value / max(float(model.body_mass[rows[0]]), 1e-12)
         for entry in self.writes:
@@ -236,8 +273,26 @@ class ModelParameter:
                 array[rows, entry.column] = entry.sign * value
 
 
+def second_moments(inertia: np.ndarray | jax.Array) -> np.ndarray | jax.Array:
+    """The mass's second moments about the centre of mass along the principal axes, integral of x_i^2 dm
+    (float [3]), from the principal moments of inertia (float [3]): (I_y + I_z - I_x) / 2 and permutations."""
+    return 0.5 * (inertia.sum() - 2.0 * inertia)
+
+
+def with_spread(
+    inertia: np.ndarray | jax.Array, mass: float | jax.Array, axis: int, spread: float | jax.Array
+) -> np.ndarray | jax.Array:
+    """Principal moments of inertia (float [3]) with the mass's spread along `axis` set to `spread` (metres)
+    and the other two spreads kept: the second moment along `axis` becomes mass * spread^2, which adds the
+    same amount to the two moments about the other axes. Differentiable in all four arguments."""
+    change = mass * spread**2 - second_moments(inertia)[axis]
+    return inertia + change * (1.0 - np.eye(3)[axis])
+
+
 def _count(model: mujoco.MjModel, element: str) -> int:
-    return {"joint": model.njnt, "body": model.nbody, "geom": model.ngeom, "actuator": model.nu}[element]
+    return {"joint": model.njnt, "body": model.nbody, "geom": model.ngeom, "pair": model.npair, "actuator": model.nu}[
+        element
+    ]
 
 
 def _rows(model: mujoco.MjModel, key: str, field: str, object_id: int) -> tuple[int, ...]:

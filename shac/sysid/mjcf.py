@@ -54,7 +54,7 @@ def set_values(spec: mujoco.MjSpec, fitted: mujoco.MjModel, values: Mapping[str,
     Raises:
         ValueError: one line naming a value the spec cannot express.
     """
-    finders = {"joint": spec.joint, "body": spec.body, "geom": spec.geom, "actuator": spec.actuator}
+    finders = {"joint": spec.joint, "body": spec.body, "geom": spec.geom, "pair": spec.pair, "actuator": spec.actuator}
     for key, value in values.items():
         ModelParameter.parse(key, fitted)  # a known key naming an element of the model
         element, name, attribute = key.split(":")
@@ -84,6 +84,9 @@ def set_values(spec: mujoco.MjSpec, fitted: mujoco.MjModel, values: Mapping[str,
             target.explicitinertial = True
         elif element == "geom":
             target.friction[{"friction": 0, "torsional_friction": 1, "rolling_friction": 2}[attribute]] = value
+        elif element == "pair":
+            for column in {"friction": (0, 1), "torsional_friction": (2,), "rolling_friction": (3, 4)}[attribute]:
+                target.friction[column] = value
         elif attribute == "gear":
             target.gear[0] = value
         elif attribute == "gain":

@@ -17,13 +17,14 @@ column map (`shac.sysid.columns`) into the same arrays.
 Gaussian measurement noise, optionally with a control delay, for trying and
 testing system identification; `multisine`, `sweep` (a slow or fast chirp, as
 the identifiability report's advice asks for) and `random_excitation` make its
-controls.
+controls. `record_closed_loop` records under a feedback controller (a trained
+policy) with such an excitation added, for a robot that falls without one.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,53 @@ def random_excitation(
     signal = (amplitudes[None] * np.sin(frequencies[None] * t[:, None, None] + phases[None])).sum(axis=1)
     signal *= 0.6 / np.sqrt(0.5 * (amplitudes**2).sum(axis=0))[None]
     return np.clip(offset + signal, -1.0, 1.0)
+
+
+Controller = Callable[[np.ndarray, np.ndarray, float, np.ndarray], np.ndarray]
+"""A feedback controller: (measured qpos [nq], measured qvel [nv], time, last command [nu]) -> commands [nu]."""
+
+
+def record_closed_loop(
+    model: mujoco.MjModel,
+    controller: Controller,
+    excitation: np.ndarray,
+    qpos0: np.ndarray,
+    qvel0: np.ndarray,
+    dt: float,
+    qpos_noise: float = 0.0,
+    qvel_noise: float = 0.0,
+    seed: int | np.random.Generator = 0,
+) -> Trajectory:
+    """A trajectory from MuJoCo's C simulator under a feedback controller, with Gaussian measurement noise.
+
+    At each sample the controller sees the measured (noisy) state, as a robot's controller does; the
+    command held until the next sample is its output plus the excitation, clipped to [-1, 1], and is
+    recorded as applied, so the recording is fitted as any open-loop one (its commands replayed).
+
+    Args:
+        controller: the commands for each measured state (`Controller`); the first sees zero as its last.
+        excitation: float [T, nu] added to the controller's commands (a dither: the controller alone keeps
+            the robot up, the dither excites what it alone would not); T samples in all, the last not applied.
+        qpos0: [nq], qvel0: [nv] the initial state. dt: sample spacing (a multiple of the time step).
+        qpos_noise, qvel_noise: standard deviations of the noise added to every recorded value.
+        seed: seed or generator of the noise.
+    """
+    n_substeps = round(dt / model.opt.timestep)
+    rng = np.random.default_rng(seed)
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = qpos0, qvel0
+    steps = len(excitation)
+    qpos, qvel = np.zeros((steps, model.nq)), np.zeros((steps, model.nv))
+    ctrl = np.zeros((steps, model.nu))
+    last = np.zeros(model.nu)
+    for k in range(steps):
+        qpos[k] = data.qpos + rng.normal(scale=qpos_noise, size=model.nq)
+        qvel[k] = data.qvel + rng.normal(scale=qvel_noise, size=model.nv)
+        ctrl[k] = last = np.clip(controller(qpos[k], qvel[k], k * dt, last) + excitation[k], -1.0, 1.0)
+        if k < steps - 1:
+            data.ctrl[:] = ctrl[k]
+            mujoco.mj_step(model, data, n_substeps)
+    return Trajectory(time=np.arange(steps) * dt, qpos=qpos, qvel=qvel, ctrl=ctrl)
 
 
 def record(

@@ -229,19 +229,23 @@ def extend_results(earlier: list[dict], results: dict) -> dict:
     runs of `earlier` runs, with every run's command (one per line), the date and load average of the
     first run, and each part's command, date and load average ("parts", `run_parts`). A task surveyed in
     several parts keeps its latest entry; a task learned in several parts keeps its first part's settings
-    and the runs of every part."""
+    and the runs of every part. Parts that extended the same earlier results (two halves of a benchmark run
+    side by side) hold its parts and runs once."""
     parts = [*earlier, results]
-    commands = [run["command"] for run in parts]
     first = min(parts, key=lambda run: run["date"])
-    merged = {**results, "command": "\n".join(commands), "date": first["date"]}
-    merged["parts"] = [part for run in parts for part in run_parts(run)]
+    measured: list[dict] = []
+    for part in (part for run in parts for part in run_parts(run)):
+        if part not in measured:
+            measured.append(part)
+    merged = {**results, "command": "\n".join(part["command"] for part in measured), "date": first["date"]}
+    merged["parts"] = measured
     if "load_average_at_start" in first:
         merged["load_average_at_start"] = first["load_average_at_start"]
     merged["survey"] = latest_survey(entry for run in parts for entry in run["survey"])
     learning: dict[str, dict] = {}
     for task, run in ((task, run) for part in parts for task, run in part["learning"].items()):
         first = learning.setdefault(task, {**run, "runs": []})
-        first["runs"] = first["runs"] + run["runs"]
+        first["runs"] = first["runs"] + [r for r in run["runs"] if r not in first["runs"]]
         for key in ("chosen", "sources"):
             if key in run:
                 first[key] = {**run[key], **first.get(key, {})}
