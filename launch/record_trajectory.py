@@ -191,7 +191,7 @@ def policy_controller(args: RecordArgs):
     from shac.core.networks import act
     from shac.run.serialization import load_run_policy
 
-    policy = load_run_policy(Path(args.policy))
+    policy = load_run_policy(Path(args.policy), physical=True)  # the robot as it is, not a softened training model
     env = policy.env
     if policy.config.env.name != args.env:
         raise ValueError(f"policy run '{args.policy}' trained on env={policy.config.env.name}, not env={args.env}")
