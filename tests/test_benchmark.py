@@ -123,6 +123,19 @@ def test_negative_returns_start_from_the_best_untrained_return():
     assert summary["methods"]["b"]["reach"][0.5]["reached"] == 0  # -700 < -600
 
 
+def test_a_task_where_no_method_beat_its_best_untrained_return_has_no_fractions_to_reach():
+    # an untrained policy that scored 40 by chance, and finals of 10 and 0: thresholds 40 + f * (10 - 40) fall
+    # below R0, and every later evaluation would "reach" them
+    records = [_record("shac", 0, 0, 0.0, 40.0), _record("shac", 0, 10, 1.0, 10.0)]
+    records += [_record("ppo", 0, 0, 0.0, 2.0), _record("ppo", 0, 10, 1.0, 0.0)]
+    table = report.learning_table(report.learning_summary(records))
+    assert "| shac | 1 | 10.0 | 1 s, 10 steps | no gain | no gain | no gain | no gain | no gain | no gain |" in table
+    assert table.endswith(
+        "R0 = 40.0, above every method's final return (the best 10.0): no method gained on it, "
+        "so no fraction of a gain is reached."
+    )
+
+
 def _run(method, config, seed, returns):
     return [{**_record(method, seed, 10 * k, float(k), r), "config": config} for k, r in enumerate(returns)]
 

@@ -117,8 +117,10 @@ def _steps(value: float) -> str:
 
 
 def learning_table(summary: dict) -> str:
-    """The summary as a Markdown table, one row per method."""
+    """The summary as a Markdown table, one row per method. Where no method's final return beat the best
+    untrained return, no gain exists to take fractions of, and those cells say so."""
     names = [f for f in summary["thresholds"] if f != "ppo_final"]
+    gained = summary["best"] > summary["start"]
     header = ["method", "seeds", "final return", "trained", *[f"time to {f:.0%}" for f in names]]
     header += [f"samples to {f:.0%}" for f in names]
     has_ppo = "ppo_final" in summary["thresholds"]
@@ -132,8 +134,8 @@ def learning_table(summary: dict) -> str:
             f"{m['final_return']:.1f}" + (f" ± {m['final_std']:.1f}" if m["seeds"] > 1 else ""),
             f"{m['wall_time_s']:.0f} s, {_steps(m['env_steps'])} steps",
         ]
-        cells += [_reach_cell(m["reach"][f], m["seeds"], "wall_time_s", "s") for f in names]
-        cells += [_reach_cell(m["reach"][f], m["seeds"], "env_steps", "steps") for f in names]
+        for key, unit in (("wall_time_s", "s"), ("env_steps", "steps")):
+            cells += [_reach_cell(m["reach"][f], m["seeds"], key, unit) if gained else "no gain" for f in names]
         if has_ppo:
             cells += [
                 _reach_cell(m["reach"]["ppo_final"], m["seeds"], key, unit)
@@ -142,10 +144,16 @@ def learning_table(summary: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     thresholds = ", ".join(f"{f:.0%}: {v:.1f}" for f, v in summary["thresholds"].items() if f != "ppo_final")
     lines.append("")
-    lines.append(
-        f"Best untrained return R0 = {summary['start']:.1f}, best final return {summary['best']:.1f}; "
-        f"fraction f is reached at R0 + f (best - R0): {thresholds}."
-    )
+    if gained:
+        lines.append(
+            f"Best untrained return R0 = {summary['start']:.1f}, best final return {summary['best']:.1f}; "
+            f"fraction f is reached at R0 + f (best - R0): {thresholds}."
+        )
+    else:
+        lines.append(
+            f"Best untrained return R0 = {summary['start']:.1f}, above every method's final return (the best "
+            f"{summary['best']:.1f}): no method gained on it, so no fraction of a gain is reached."
+        )
     return "\n".join(lines)
 
 
