@@ -106,13 +106,15 @@ def test_a_softened_run_is_evaluated_under_the_physical_contact_model_on_request
 
 
 def test_a_closed_loop_recording_follows_the_policy_as_its_episode_does_and_replays_open_loop(pendulum_run):
-    def recorded(*argv):
-        args = cli.parse(RecordArgs, ["env=pendulum_swingup", "out=x.npz", f"policy={pendulum_run}", *argv], "usage")
-        env, controller = policy_controller(args)
-        return env, simulate(args, env, controller)[0]
+    def args(*argv):
+        return cli.parse(RecordArgs, ["env=pendulum_swingup", "out=x.npz", f"policy={pendulum_run}", *argv], "usage")
 
+    def recorded(*argv):
+        return simulate(args(*argv), env, controller)[0]
+
+    env, controller = policy_controller(args())
     # without noise or dither, MuJoCo's C simulator under the policy retraces the policy's MJX episode
-    env, alone = recorded("seconds=2", "amplitudes=[0]", "frequencies=[1]", "qpos_noise=0", "qvel_noise=0")
+    alone = recorded("seconds=2", "amplitudes=[0]", "frequencies=[1]", "qpos_noise=0", "qvel_noise=0")
     policy = load_run_policy(pendulum_run)
     episode = run_episode(env, policy.actor, policy.actor_params, policy.normalizer, jax.random.key(0))
     np.testing.assert_allclose(alone.qpos, episode.qpos[: len(alone.qpos)], atol=1e-3)
@@ -120,7 +122,7 @@ def test_a_closed_loop_recording_follows_the_policy_as_its_episode_does_and_repl
     assert np.ptp(alone.qpos) > 0.1  # it swings: the policy acts, the pendulum does not hang still
     # with a dither the commands differ from the policy's alone, and are recorded as applied: replayed open
     # loop they retrace the recording
-    env, dithered = recorded("seconds=2", "amplitudes=[0.3]", "frequencies=[7]", "qpos_noise=0", "qvel_noise=0")
+    dithered = recorded("seconds=2", "amplitudes=[0.3]", "frequencies=[7]", "qpos_noise=0", "qvel_noise=0")
     assert np.abs(dithered.ctrl - alone.ctrl).max() > 0.1
     replayed = record(env.mj_model, dithered.ctrl, dithered.qpos[0], dithered.qvel[0], env.ctrl_dt)
     np.testing.assert_allclose(replayed.qpos, dithered.qpos, atol=1e-9)
