@@ -240,11 +240,11 @@ class ModelParameter:
 
     def write(self, model: mjx.Model, value: jax.Array) -> mjx.Model:
         """`model` with this parameter set to `value` (float []); differentiable in `value`."""
-        rows = np.asarray(self.rows)
         if self.attribute in SPREAD_AXES:
             row = self.rows[0]
             inertia = with_spread(model.body_inertia[row], model.body_mass[row], SPREAD_AXES[self.attribute], value)
             return model.replace(body_inertia=model.body_inertia.at[row].set(inertia))
+        rows = np.asarray(self.rows)
         changes = {}
         for entry in self.writes:
             array = changes.get(entry.field, getattr(model, entry.field))
@@ -261,7 +261,7 @@ class ModelParameter:
         rows = list(self.rows)
         if self.attribute in SPREAD_AXES:
             inertia, mass = model.body_inertia[rows[0]], model.body_mass[rows[0]]
-            model.body_inertia[rows[0]] = with_spread(inertia.copy(), mass, SPREAD_AXES[self.attribute], value)
+            model.body_inertia[rows[0]] = with_spread(inertia, mass, SPREAD_AXES[self.attribute], value)  # a new array
             return
         if self.attribute == "mass":
             model.body_inertia[rows] *= value / max(float(model.body_mass[rows[0]]), 1e-12)
@@ -289,10 +289,11 @@ def with_spread(
     return inertia + change * (1.0 - np.eye(3)[axis])
 
 
+_COUNTS = {"joint": "njnt", "body": "nbody", "geom": "ngeom", "pair": "npair", "actuator": "nu"}
+
+
 def _count(model: mujoco.MjModel, element: str) -> int:
-    return {"joint": model.njnt, "body": model.nbody, "geom": model.ngeom, "pair": model.npair, "actuator": model.nu}[
-        element
-    ]
+    return getattr(model, _COUNTS[element])
 
 
 def _rows(model: mujoco.MjModel, key: str, field: str, object_id: int) -> tuple[int, ...]:
