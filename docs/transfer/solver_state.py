@@ -37,7 +37,7 @@ configure_runtime()
 
 from envs.physics.parameters import ModelParameter  # noqa: E402
 from launch.record_trajectory import policy_controller  # noqa: E402
-from shac.run.real import load_real  # noqa: E402
+from shac.run.real import check_real, load_real  # noqa: E402
 from shac.run.serialization import load_config  # noqa: E402
 
 SECONDS = 1.4
@@ -51,7 +51,9 @@ task = load_config(Path(run_dir)).env.name
 env, controller = policy_controller(types.SimpleNamespace(policy=run_dir, env=task, dt=0.0))
 nominal = env.mj_model
 real = copy.deepcopy(nominal)
-for key, value in (load_real(real_file) if real_file else {}).items():
+real_values = load_real(real_file) if real_file else {}
+check_real(real_values, nominal, real_file)
+for key, value in real_values.items():
     ModelParameter.parse(key, real).write_mj(real, value)
 n_substeps = round(env.ctrl_dt / real.opt.timestep)
 terminated = jax.jit(lambda qpos, qvel: env.terminated(env.data_from_qpos_qvel(qpos, qvel)))
