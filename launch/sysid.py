@@ -89,6 +89,10 @@ class SysidArgs:
     upper: list[str] = field(default_factory=list)
     """Upper bounds as element:name:attribute=value (default: none, every parameter is kept > 0; the delay
     is kept in [0, a tenth of the recording])."""
+    contact_free: bool = False
+    """Fit only the stretches of each recording where no contact is within 1 cm in the model (flight, swing,
+    free space: shac/sysid/contacts.py): a legged robot's body, where contacts make the fit rough; what only
+    contacts show (a foot's friction) is then flagged unresolved."""
     segment_seconds: float | None = None
     """Duration of each multiple-shooting segment (default: about 1 s, at most a fifth of the data)."""
     qpos_noise: float = 0.0
@@ -164,6 +168,26 @@ def data_files(data: Any) -> list[str]:
     return files
 
 
+def contact_free_recordings(trajectories: list, model, files: list[str]) -> list:
+    """Each recording's contact-free stretches (shac/sysid/contacts.py), with a line saying how many samples each
+    kept; a ValueError names the recording that has none."""
+    from shac.sysid.contacts import CONTACT_MARGIN, contact_free
+
+    kept = []
+    for trajectory, name in zip(trajectories, files, strict=True):
+        trajectory.check(model.nq, model.nv, model.nu)
+        try:
+            free = contact_free(trajectory, model)
+        except ValueError as e:
+            raise ValueError(f"'{name}': {e}") from None
+        print(
+            f"contact_free: '{name}' keeps {len(free.time)} of {len(trajectory.time)} samples, in "
+            f"{len(free.stretches())} stretches away from contact (within {CONTACT_MARGIN:g} m)"
+        )
+        kept.append(free)
+    return kept
+
+
 def _read_column_map(path: str, columns: dict, units: dict) -> tuple[dict, dict]:
     """`columns` and `units` merged over those of the YAML file `path`; exits with one line on a bad file."""
     if not Path(path).is_file():
@@ -211,6 +235,8 @@ def main(argv: list[str]) -> None:
         files = data_files(args.data)
         variants = [parse_assignments(v) for v in args.variants] or None
         trajectories = [Trajectory.load(f, model, args.columns, args.units) for f in files]
+        if args.contact_free:
+            trajectories = contact_free_recordings(trajectories, model, files)
         problem = Problem(
             model,
             args.params,
@@ -322,6 +348,7 @@ def main(argv: list[str]) -> None:
             "normalised_residual_rms": float(np.sqrt(np.mean(result.residuals**2))),
         },
         "segments": {"count": len(result.start_states), "seconds": problem.segment_seconds},
+        "contact_free": args.contact_free,
         "recordings": recordings,
         "data": files[0] if isinstance(args.data, str) else files,
         "env": args.env,

@@ -8,10 +8,11 @@ the robot: the loop records from it and evaluates on it, and never trains on it 
 the reference stage `direct`. The stages, each in its folder of `out` (default
 runs/transfer/<env>), in the order `stage=all` runs them:
 
-    record    record/real.npz: `seconds` of excitation of the real system, with sensor noise
-              (launch/record_trajectory.py real=<file>)
-    identify  identify/sysid.json, identified.xml: `params` fitted to it (launch/sysid.py)
     nominal   nominal/seed<k>/: trained on the nominal model (launch/train.py)
+    record    record/real.npz: `seconds` of excitation of the real system, with sensor noise
+              (launch/record_trajectory.py real=<file>); with excitation=policy, under the nominal
+              seed-0 policy, as a robot that falls without a controller is recorded
+    identify  identify/sysid.json, identified.xml: `params` fitted to it (launch/sysid.py)
     narrow    narrow/seed<k>/: trained randomised around the estimates (randomization=from_sysid,
               randomization.num_std=`num_std`); an unresolved parameter over its wide range instead
     wide      wide/seed<k>/: trained randomised over wide hand-set ranges of `params`
@@ -40,10 +41,12 @@ from omegaconf import MISSING
 from launch import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("record", "identify", "nominal", "narrow", "wide", "direct", "evaluate")
+STAGES = ("nominal", "record", "identify", "narrow", "wide", "direct", "evaluate")
 TRAINED = {"nominal": "nominal", "narrow": "identified", "wide": "wide", "direct": "direct"}
 """Training stage -> the policy it trains, as the summary names it (`shac.tools.transfer.POLICIES`)."""
-EXCITATIONS = ("auto", "multisine", "sweep", "random")
+EXCITATIONS = ("auto", "multisine", "sweep", "random", "policy")
+DITHER = ["amplitudes=[0.1]", "frequencies=[7.0]"]
+"""excitation=policy: the multisine added to the policy's actions (control units, rad/s) on every actuator."""
 USAGE = (
     "usage: python launch/transfer.py env=<task> real=<file.yaml> params=[element:name:attribute,...] [seeds=2] "
     "[out=runs/transfer/<env>] [stage=all|" + "|".join(STAGES) + "] [train=[key=value,...]]"
@@ -70,7 +73,8 @@ class TransferArgs:
     """record: length of the recording (seconds)."""
     excitation: str = "auto"
     """record: auto (smooth random controls up to max_hz), or multisine, sweep, random with
-    launch/record_trajectory.py's defaults."""
+    launch/record_trajectory.py's defaults, or policy: closed loop by the nominal seed-0 policy with a small
+    multisine dither (`DITHER`), for a robot that falls without a controller."""
     max_hz: float = 0.0
     """record: highest frequency of the random excitation (Hz); 0: 1 Hz, or 3 Hz when an armature is among
     params (it shows only in fast accelerations)."""
@@ -245,6 +249,8 @@ def nominal(p: Plan) -> None:
 
 
 def record(p: Plan) -> None:
+    from shac.run.serialization import POLICY_FILE
+
     path = p.out / "record" / "real.npz"
     excitation = "random" if p.args.excitation == "auto" else p.args.excitation
     argv = [
@@ -252,15 +258,22 @@ def record(p: Plan) -> None:
         f"out={path}",
         f"real={p.real_file}",
         f"seconds={p.args.seconds}",
-        f"excitation={excitation}",
         f"qpos_noise={p.args.qpos_noise}",
         f"qvel_noise={p.args.qvel_noise}",
         f"seed={p.args.record_seed}",
     ]
+    if excitation == "policy":
+        run_dir = p.out / "nominal" / "seed0"
+        need(run_dir / POLICY_FILE, "record", "nominal")
+        argv += [f"policy={run_dir}", "excitation=multisine", *DITHER]
+        what = f"the nominal seed-0 policy's control with a dither ({' '.join(DITHER)})"
+    else:
+        argv.append(f"excitation={excitation}")
+        what = f"{excitation} excitation"
     if excitation == "random":
         armature = any(key.endswith(":armature") for key in p.args.params)
         argv.append(f"max_hz={p.args.max_hz or (3.0 if armature else 1.0)}")
-    print(f"  recording {p.args.seconds:g} s of {excitation} excitation from {p.real_file}", flush=True)
+    print(f"  recording {p.args.seconds:g} s of {what} from {p.real_file}", flush=True)
     run_script("record_trajectory.py", argv, p.out / "record" / "record.log", "record")
 
 

@@ -14,7 +14,7 @@ import pytest
 import envs
 from launch import cli
 from launch.record_trajectory import RecordArgs, simulate
-from launch.transfer import Plan, StageError, TransferArgs, evaluate, hydra_ranges, plan
+from launch.transfer import Plan, StageError, TransferArgs, evaluate, hydra_ranges, plan, record
 from shac.config import EnvConfig, RandomizationConfig, TrainConfig
 from shac.core.algorithm import Shac
 from shac.core.normalizer import RunningStatistics
@@ -304,7 +304,7 @@ def test_the_plan_checks_its_arguments_against_the_model(tmp_path):
         plan(cli.parse(TransferArgs, ["env=cartpole_swingup", f"real={CARTPOLE_REAL}", PARAMS], "usage"))
     with pytest.raises(ValueError, match=re.escape("params: no body named 'pol' in the model")):
         transfer_plan(tmp_path, "params=[body:pol:mass]")
-    with pytest.raises(ValueError, match=re.escape("unknown stage 'train'; available: all, record, identify")):
+    with pytest.raises(ValueError, match=re.escape("unknown stage 'train'; available: all, nominal, record, identify")):
         transfer_plan(tmp_path, "stage=train")
 
 
@@ -325,6 +325,9 @@ def test_a_stage_whose_input_is_missing_names_the_stage_to_run_first(tmp_path):
     (tmp_path / "identify" / "sysid.json").write_text(json.dumps(sysid_report(body__pole__mass=0.01)))
     with pytest.raises(StageError, match=re.escape("/nominal/seed0/policy.msgpack; run stage=nominal first")):
         evaluate(p)
+    # a recording under the policy needs the nominal policy
+    with pytest.raises(StageError, match=re.escape("stage record needs ") + ".*/nominal/seed0/policy.msgpack"):
+        record(transfer_plan(tmp_path, "excitation=policy"))
 
 
 @pytest.mark.slow
@@ -356,7 +359,7 @@ def test_a_tiny_loop_on_the_cartpole_ends_with_a_complete_summary_and_resumes_by
         assert set(entry) == {"estimate", "ci95", "real", "covered"} and math.isfinite(entry["estimate"])
     assert summary["outside_wide"] == {}  # the real pole and friction lie within their wide ranges
     assert (tmp_path / "summary.md").is_file() and (tmp_path / "summary.png").stat().st_size > 0
-    for stage in ("record", "identify", "nominal", "narrow", "wide", "direct", "evaluate"):
+    for stage in ("nominal", "record", "identify", "narrow", "wide", "direct", "evaluate"):
         assert f"[transfer] {stage}: done in " in result.stdout
     again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and again.stdout.count("done already") == 7, again.stdout

@@ -11,6 +11,7 @@
 - `noise`: the measurement noise model and its estimates.
 - `least_squares`: Levenberg-Marquardt with an arrow-structured normal matrix.
 - `fit`: the multiple-shooting problem (segments, residuals, Jacobians) and the fit.
+- `contacts`: the contact-free stretches of a recording (a legged robot's body fitted in flight).
 - `report`: what the data determines (information-matrix analysis, flags, the advice on the
   excitation that would resolve each, summary lines, loss-landscape figure).
 - `coverage`: the benchmark of how often the 95% intervals hold the truth.

@@ -134,6 +134,10 @@ class Trajectory:
             **{name: np.concatenate([getattr(t, name) for t in trajectories]) for name in ARRAYS[1:]},
         )
 
+    def select(self, rows: np.ndarray) -> Trajectory:
+        """The samples where `rows` ([T] bool) is True, at their recorded times: dropped samples leave gaps."""
+        return Trajectory(**{name: getattr(self, name)[rows] for name in ARRAYS})
+
     def save(self, path: str | Path) -> None:
         """Writes an NPZ file."""
         np.savez(path, time=self.time, qpos=self.qpos, qvel=self.qvel, ctrl=self.ctrl)

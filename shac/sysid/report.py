@@ -155,6 +155,12 @@ def _flag(
         if not others:
             advice = advise((involved[0],), motion, GENERIC_SINGLE)
             return f"{involved[0]} is poorly determined ({spread}); {advice['text']}.", advice
+        if effects[weak] == 0:
+            advice = advise((involved[0],), motion, GENERIC_SINGLE)
+            return (
+                f"{involved[0]} is not determined: nothing in this data depends on it (with contact_free, a "
+                f"parameter only contacts show); {advice['text']}."
+            ), advice
         strong = max(others, key=lambda i: effects[i])
         ratio = effects[strong] / max(effects[weak], 1e-300)
         advice = advise((involved[0], keys[strong]), motion)
