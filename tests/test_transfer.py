@@ -277,6 +277,13 @@ def test_the_summary_averages_over_seeds_and_nearby_models_and_checks_coverage()
         "covered": True,
     }
     assert not summary["identified"]["joint:hinge:frictionloss"]["covered"]  # 2.5 is outside [1.9, 2.1]
+    # a parameter the data did not determine has an unbounded interval, which covers nothing in particular
+    report["parameters"]["joint:hinge:frictionloss"]["ci95"] = [-math.inf, math.inf]
+    summary = summarize(evaluations, report, {"body:pole:mass": 2.05, "joint:hinge:frictionloss": 2.5})
+    assert summary["identified"]["joint:hinge:frictionloss"]["covered"] is None
+    assert "| `joint:hinge:frictionloss` | 2.5 | 2 | [-inf, inf] | unbounded: not determined |" in markdown(
+        summary, 2, 2
+    )
 
 
 def test_hand_set_ranges_reach_training_as_a_hydra_override_with_the_colons_escaped():

@@ -151,7 +151,9 @@ def summarize(evaluations: Sequence[Mapping], report: Mapping, truth: Mapping[st
         `return_on_real`: policy -> mean over seeds of the return on the real model;
         `return_on_real_std`: policy -> the standard deviation over seeds (0 for one seed);
         `return_on_nearby`: policy -> the mean over seeds and nearby models (policies evaluated on them);
-        `identified`: key -> `estimate`, `ci95`, `real` and `covered` (the interval holds the real value).
+        `identified`: key -> `estimate`, `ci95`, `real` and `covered` (the interval holds the real value;
+            None where it is unbounded: the data did not determine the parameter, and such an interval
+            holds every value without saying anything).
     """
     on_real, on_nearby = {}, {}
     for policy in POLICIES:
@@ -169,7 +171,7 @@ def summarize(evaluations: Sequence[Mapping], report: Mapping, truth: Mapping[st
                 "estimate": entry["estimate"],
                 "ci95": [low, high],
                 "real": truth[key],
-                "covered": bool(low <= truth[key] <= high),
+                "covered": bool(low <= truth[key] <= high) if np.isfinite([low, high]).all() else None,
             }
     return {
         "return_on_real": {policy: float(np.mean(values)) for policy, values in on_real.items()},
@@ -195,7 +197,7 @@ def markdown(summary: Mapping, seeds: int, nearby: int) -> str:
     lines += ["", "| parameter | real | estimate | 95% interval | covered |", "|---|---|---|---|---|"]
     for key, entry in summary["identified"].items():
         low, high = entry["ci95"]
-        covered = "yes" if entry["covered"] else "no"
+        covered = {True: "yes", False: "no", None: "unbounded: not determined"}[entry["covered"]]
         interval = f"[{low:.6g}, {high:.6g}]"
         lines.append(f"| `{key}` | {entry['real']:.6g} | {entry['estimate']:.6g} | {interval} | {covered} |")
     outside = summary.get("outside_wide", {})
