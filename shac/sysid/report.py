@@ -152,15 +152,14 @@ def _flag(
     if len(involved) == 1:
         weak = keys.index(involved[0])
         others = [i for i in range(len(keys)) if i != weak]
-        if not others:
+        if effects[weak] == 0 or not others:
             advice = advise((involved[0],), motion, GENERIC_SINGLE)
+            if effects[weak] == 0:
+                return (
+                    f"{involved[0]} is not determined: nothing in this data depends on it (with contact_free, a "
+                    f"parameter only contacts show); {advice['text']}."
+                ), advice
             return f"{involved[0]} is poorly determined ({spread}); {advice['text']}.", advice
-        if effects[weak] == 0:
-            advice = advise((involved[0],), motion, GENERIC_SINGLE)
-            return (
-                f"{involved[0]} is not determined: nothing in this data depends on it (with contact_free, a "
-                f"parameter only contacts show); {advice['text']}."
-            ), advice
         strong = max(others, key=lambda i: effects[i])
         ratio = effects[strong] / max(effects[weak], 1e-300)
         advice = advise((involved[0], keys[strong]), motion)
