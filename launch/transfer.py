@@ -301,7 +301,7 @@ def identify(p: Plan) -> None:
 
 def narrow(p: Plan) -> None:
     from shac.sysid.noise import MISFIT_LIMIT
-    from shac.tools.transfer import model_keys, narrow_ranges, unresolved
+    from shac.tools.transfer import model_keys, narrow_ranges, sound_report, unresolved
 
     path = p.out / "identify" / "sysid.json"
     need(path, "narrow", "identify")
@@ -320,13 +320,12 @@ def narrow(p: Plan) -> None:
         )
     for flag in report.get("flags", []):
         print(f"  sysid flags: {flag}", flush=True)
+    sound = sound_report(report)
     for key in widened:
         low, high = p.wide[key]
-        print(
-            f"  {key} is unresolved (relative standard error {report['parameters'][key]['relative_std']:.3g} > "
-            f"{p.args.unresolved_std:g}): randomised over its wide range [{low:.6g}, {high:.6g}]",
-            flush=True,
-        )
+        std = report["parameters"][key]["relative_std"]
+        why = f" is unresolved (relative standard error {std:.3g} > {p.args.unresolved_std:g})" if sound else ""
+        print(f"  {key}{why}: randomised over its wide range [{low:.6g}, {high:.6g}]", flush=True)
     ranges = narrow_ranges(str(path), report, p.args.num_std, p.wide, widened)
     if widened:
         overrides = hydra_ranges(ranges)
