@@ -1,5 +1,7 @@
 """The arrow-structured Levenberg-Marquardt against dense linear algebra, and on a nonlinear fit."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -182,3 +184,21 @@ def test_the_largest_step_in_standard_errors_by_hand():
     assert largest([0.3, 0.6], np.array([[2.0, 1.0], [1.0, 1.0]])) == pytest.approx(0.6 / np.sqrt(2))
     # a direction without information gets no step and does not count
     assert largest([0.5, 0.0], np.diag([1.0, 0.0])) == pytest.approx(0.5)
+
+
+def test_a_trial_whose_cost_overflows_is_rejected_without_a_warning():
+    """r = theta - 1 for theta < 2, and 1e300 past it (a simulation that blew up: its square overflows). From
+    theta = 0.5 the Jacobian says 1/4 of the truth's slope, so the first Gauss-Newton trial lands near 2.5; it is
+    rejected quietly, the damping grows, and shorter steps bring theta towards 1."""
+
+    def residuals_fn(theta, x):  # [S=1, R=2]: the shared residual, and x's own (x - 0)
+        return np.array([[theta[0] - 1.0 if theta[0] < 2.0 else 1e300, x[0, 0]]])
+
+    def jacobian_fn(theta, x):
+        return residuals_fn(theta, x), np.array([[[0.25], [0.0]]]), np.array([[[0.0], [1.0]]])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        solution = least_squares.levenberg_marquardt(residuals_fn, jacobian_fn, np.array([0.5]), np.zeros((1, 1)), 50)
+    assert solution.costs[0] == pytest.approx(0.125)  # 1/2 (0.5 - 1)^2
+    assert solution.costs[-1] < 0.05 * solution.costs[0] and 0.8 < solution.theta[0] < 2.0  # never accepted past 2

@@ -267,7 +267,7 @@ def levenberg_marquardt(
         trial_theta = np.clip(theta + d_theta, lower, upper)  # exactly on a bound the step stops at
         with np.errstate(over="ignore", invalid="ignore"):  # a trial that overflows is rejected below, as any worse one
             trial = residuals_fn(trial_theta, x + d_x)
-        trial_cost = 0.5 * float(np.sum(trial**2))
+            trial_cost = 0.5 * float(np.sum(trial**2))
         predicted = normal.decrease(d_theta, d_x)
         ratio = (cost - trial_cost) / predicted if predicted > 0 else -1.0
         if np.isfinite(trial_cost) and ratio > 0:
