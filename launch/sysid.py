@@ -342,7 +342,7 @@ def main(argv: list[str]) -> None:
         "parameter_step_errors": result.parameter_step_errors,
         **report,
         "noise": {
-            "source": "given" if result.noise_given else "estimated from the residuals",
+            "source": noise_source(result),
             "controls": problem.controls_phrase(),
             **noise_values,
             "normalised_residual_rms": float(np.sqrt(np.mean(result.residuals**2))),
@@ -390,6 +390,15 @@ def main(argv: list[str]) -> None:
             file=sys.stderr,
         )
         sys.exit(NOT_CONVERGED_STATUS)
+
+
+def noise_source(result) -> str:
+    """How the report's noise standard deviations were obtained, in words (`FitResult.noise_rounds`)."""
+    if result.noise_given:
+        return "given"
+    if result.noise_rounds:
+        return "estimated from the residuals"
+    return "estimated from the data's third differences: the fit stopped before its residuals could be used"
 
 
 def _write_identified(env, problem, result, given: dict[str, float], args: SysidArgs, out: Path) -> dict:

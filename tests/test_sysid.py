@@ -398,6 +398,8 @@ def test_a_fit_stopped_at_its_step_limit_is_not_converged():
     problem = Problem(PENDULUM.mj_model, [DAMPING], random_recording(0.05, seed=1))
     result = fit(problem, steps=2, method="finite_difference", spread_fits=0)
     assert not result.converged and result.steps == 2 and result.step_length > 0.1
+    assert result.noise_rounds == 0  # the first round did not converge: the noise is still the data's
+    np.testing.assert_array_equal(result.noise, problem.data_noise[0])
     report = analyze((DAMPING,), result.values, result.information, result.converged)
     report |= {"converged": False, "stalled": False, "steps": 2, "step_length": result.step_length}
     report["noise"] = {"source": "estimated from the residuals", "qpos": [1e-3], "qvel": [1e-2]}
@@ -676,6 +678,7 @@ def test_sysid_cli_fails_on_an_unconverged_fit_unless_allowed(tmp_path):
     assert "allow_unconverged=true" in result.stderr.splitlines()[-1]
     report = json.loads((tmp_path / "out" / "sysid.json").read_text())
     assert report["converged"] is False and report["parameters"][DAMPING]["reliable"] is False
+    assert report["noise"]["source"].startswith("estimated from the data's third differences: the fit stopped")
     allowed = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "steps=2", "spread_fits=0", "allow_unconverged=true")
     assert allowed.returncode == 0 and "NOT CONVERGED" in allowed.stdout
     # with spread starts (the default) a start near the truth converges within the 2 steps
@@ -684,6 +687,7 @@ def test_sysid_cli_fails_on_an_unconverged_fit_unless_allowed(tmp_path):
     assert "the least-cost of 64) was run, the one from [" in spread.stdout
     report = json.loads((tmp_path / "out" / "sysid.json").read_text())
     assert report["converged"] is True and report["spread_fits"] >= 1 and report["misfit"] < 1.5
+    assert report["noise"]["source"] == "estimated from the residuals"
     assert report["parameters"][DAMPING]["estimate"] == pytest.approx(0.137, rel=0.02)
     assert report["spread_start"][0] == pytest.approx(0.137, rel=1.0)
 

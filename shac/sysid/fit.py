@@ -713,6 +713,8 @@ class FitResult:
         misfit: how many times the noise the data show the residuals are (`shac.sysid.noise.misfit`).
         spread_fits: fits run from spread starts (`spread_starts`) after the others were not `sound`.
         spread_start: [P] the spread start the kept fit began from; None if the kept fit is not one of them.
+        noise_rounds: times the noise was estimated again from the residuals; 0 where it was given, or where the
+            first round did not converge and the noise stayed the data's (`shac.sysid.noise.initial_noise`).
             After a restart `steps`, `seconds_per_jacobian` and `jacobians` count every fit; the other fields are
             the kept one's.
     """
@@ -737,6 +739,7 @@ class FitResult:
     floor_restart: tuple[str, ...] = ()
     spread_fits: int = 0
     spread_start: np.ndarray | None = None
+    noise_rounds: int = 0
 
 
 def scan_delay(problem: Problem, weights: np.ndarray, method: str = "autodiff") -> float:
@@ -1012,7 +1015,7 @@ def _fit_from(
 
     theta = problem.to_theta(values)
     x0 = problem.segments.measured[:, 0].copy()
-    total, losses, settled = 0, [], problem.noise_given
+    total, losses, settled, reestimated = 0, [], problem.noise_given, 0
     count = problem.segments.measured.size
     for round_ in range(max_rounds):
         weighted_by = noise
@@ -1042,7 +1045,7 @@ def _fit_from(
             break
         updated = reestimate_noise(solution, noise, problem.segments.measured, problem.segment_recording)
         settled = bool(np.abs(updated / noise - 1).max() < NOISE_RTOL)
-        noise = updated
+        noise, reestimated = updated, reestimated + 1
         if settled:
             break
     residuals, shared, local = solution.residuals, solution.shared, solution.local
@@ -1067,4 +1070,5 @@ def _fit_from(
         seconds_per_jacobian=float(np.median(timings[1:] if len(timings) > 1 else timings)),
         jacobians=len(timings),
         misfit=misfit(residuals, weighted_by, problem.segment_recording, problem.data_noise),
+        noise_rounds=reestimated,
     )
