@@ -220,7 +220,7 @@ def main(argv: list[str]) -> None:
     from shac.sysid.fit import SPREAD_STARTS, Problem, fit, residuals_function
     from shac.sysid.noise import MISFIT_LIMIT
     from shac.sysid.parameters import Bounds, parse_assignments
-    from shac.sysid.recording import Trajectory
+    from shac.sysid.recording import SPACING_RTOL, Trajectory
     from shac.sysid.report import analyze, plot_landscape, recorded_motion, summary_lines
 
     try:
@@ -235,6 +235,12 @@ def main(argv: list[str]) -> None:
         files = data_files(args.data)
         variants = [parse_assignments(v) for v in args.variants] or None
         trajectories = [Trajectory.load(f, model, args.columns, args.units) for f in files]
+        for name, trajectory in zip(files, trajectories, strict=True):
+            if trajectory.jitter > SPACING_RTOL:
+                print(
+                    f"'{name}': its time stamps are up to {trajectory.jitter:.1%} off even spacing (a clock that "
+                    f"rounds or jitters); its samples are taken as evenly spaced every {trajectory.dt:.6g} s"
+                )
         if args.contact_free:
             trajectories = contact_free_recordings(trajectories, model, files)
         problem = Problem(

@@ -333,13 +333,15 @@ def test_an_envs_spec_carries_its_physics_options_and_time_step():
 
 
 def test_sysid_cli_fits_a_robot_log_and_writes_identified_xml(tmp_path):
-    # 10 s of smooth random torques every 0.05 s, damping 0.137, logged in ms, degrees and deg/s
+    # 10 s of smooth random torques every 0.05 s, damping 0.137, logged in ms, degrees and deg/s by a clock
+    # that stamps each sample up to 2 ms (4% of the spacing) late or early
     rng = np.random.default_rng(3)
     truth = mujoco.MjModel.from_xml_path(str(ASSETS / "pendulum.xml"))
     truth.dof_damping[0] = 0.137
     ctrl = random_excitation(10.0, 0.05, 1, rng)
     trajectory = record(truth, ctrl, np.array([np.pi]), np.array([0.0]), 0.05, 1e-3, 1e-2, rng)
-    pendulum_log(tmp_path / "log.csv", trajectory)
+    stamps = trajectory.time + rng.uniform(-0.002, 0.002, len(trajectory.time))
+    pendulum_log(tmp_path / "log.csv", Trajectory(stamps, trajectory.qpos, trajectory.qvel, trajectory.ctrl))
     columns = "\n".join(f"  {k}: {json.dumps(v)}" for k, v in PENDULUM_MAP.items())
     (tmp_path / "map.yaml").write_text(f"columns:\n{columns}\nunits:\n  time: ms\n  angle: deg\n")
     command = [sys.executable, "launch/sysid.py", f"data={tmp_path / 'log.csv'}", "env=pendulum_swingup"]
@@ -354,6 +356,10 @@ def test_sysid_cli_fits_a_robot_log_and_writes_identified_xml(tmp_path):
     )
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+    jitter = re.search(
+        r"its time stamps are up to (\S+)% off even spacing .* evenly spaced every (\S+) s", result.stdout
+    )
+    assert 7.0 < float(jitter[1]) <= 8.0 and float(jitter[2]) == pytest.approx(0.05, rel=1e-3)  # 2 ms at each end
     report = json.loads((tmp_path / "out" / "sysid.json").read_text())
     estimate = report["parameters"]["joint:hinge:damping"]["estimate"]
     assert estimate == pytest.approx(0.137, rel=0.01)

@@ -89,6 +89,17 @@ def test_gaps_in_time_split_the_recording_into_stretches():
     assert gapped.stretches() == [slice(0, 40), slice(40, 70), slice(70, 101)]
 
 
+def test_a_clock_that_rounds_to_milliseconds_keeps_one_stretch_at_its_own_spacing():
+    # 60 Hz stamped in whole milliseconds: steps of 16 and 17 ms; one sample dropped after row 300 (a gap)
+    time = np.round(np.arange(601) * 1000 / 60) / 1000
+    rounded = with_(clean(601), time=time)
+    assert rounded.stretches() == [slice(0, 601)]
+    assert rounded.dt == pytest.approx(1 / 60, rel=1e-4) and rounded.jitter == pytest.approx(0.04, abs=0.002)
+    assert clean().jitter < 1e-12
+    dropped = with_(clean(600), time=np.delete(time, 301))
+    assert dropped.stretches() == [slice(0, 301), slice(301, 600)]
+
+
 def test_recordings_concatenate_as_stretches_separated_by_gaps():
     first, second = clean(50), with_(clean(31), time=5.0 + np.arange(31) * 0.01)  # its own clock, from 5 s
     time = second.time.copy()

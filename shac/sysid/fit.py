@@ -242,7 +242,7 @@ class Problem:
             for key, initial in zip(keys, self.initial_values, strict=True)
         )
         self.n_substeps = round(dt / mj_model.opt.timestep)
-        if self.n_substeps < 1 or abs(self.n_substeps * mj_model.opt.timestep - dt) > 1e-6 * max(dt, 1.0):
+        if self.n_substeps < 1 or abs(self.n_substeps * mj_model.opt.timestep - dt) > SPACING_RTOL * dt:
             raise ValueError(
                 f"sample spacing {dt:.6g} s is not a multiple of the model time step {mj_model.opt.timestep} s"
             )

@@ -3,8 +3,9 @@
 Data format (NPZ with these arrays, or CSV with a header naming these columns,
 vector columns as `qpos_0, qpos_1, ...`):
     time: float [T], seconds, evenly spaced by a multiple of the model's time
-        step; a larger step between two rows is a gap that splits the recording
-        into contiguous stretches.
+        step (a logging clock's rounding and jitter, within `JITTER_RTOL` of
+        the spacing, are taken for even spacing); a larger step between two
+        rows is a gap that splits the recording into contiguous stretches.
     qpos: float [T, nq]; qvel: float [T, nv]; ctrl: float [T, nu], the control
     command sent at each sample and held to the next (applied at once, or
     after a delay `signal:ctrl:delay`: `shac.sysid.signals`).
@@ -37,7 +38,12 @@ from shac.sysid import signals
 
 ARRAYS = ("time", "qpos", "qvel", "ctrl")
 SPACING_RTOL = 1e-3
-"""Two time stamps are one sample apart when their difference is within this fraction of the spacing."""
+"""Two sample spacings (of two recordings, or of a recording and the model's step multiple) are one when they
+differ by at most this fraction."""
+JITTER_RTOL = 0.25
+"""Two time stamps are one sample apart when their difference is within this fraction of the spacing: a logging
+clock rounds and jitters (integer milliseconds at 60 Hz step by 16 and 17 ms). A longer step is a gap, a
+shorter one uneven sampling."""
 JOIN_GAP_SPACINGS = 10.0
 """`Trajectory.concatenate` puts this many sample spacings between two recordings (any gap splits them)."""
 
@@ -177,8 +183,21 @@ class Trajectory:
 
     @property
     def dt(self) -> float:
-        """The sample spacing: the median difference of consecutive time stamps."""
-        return float(np.median(np.diff(self.time)))
+        """The sample spacing: the mean step between consecutive time stamps one sample apart (within
+        `JITTER_RTOL` of the median step), so that rounded or jittered time stamps give their clock's spacing."""
+        steps = np.diff(self.time)
+        median = float(np.median(steps))
+        one = steps[np.abs(steps - median) <= JITTER_RTOL * abs(median)]
+        return float(one.mean()) if median > 0 and one.size else median
+
+    @property
+    def jitter(self) -> float:
+        """The largest difference between a one-sample step and `dt`, as a fraction of `dt` (0 for even time
+        stamps); the samples are taken as evenly spaced."""
+        steps = np.diff(self.time)
+        dt = self.dt
+        one = steps[np.abs(steps - dt) <= JITTER_RTOL * dt]
+        return float(np.abs(one - dt).max() / dt) if dt > 0 and one.size else 0.0
 
     def stretches(self) -> list[slice]:
         """The contiguous, evenly spaced stretches between gaps in `time`, in order.
@@ -191,14 +210,14 @@ class Trajectory:
         dt = self.dt
         if dt <= 0:
             raise ValueError(f"time must increase; the median spacing is {dt:.6g} s")
-        close = np.flatnonzero(steps < dt * (1 - SPACING_RTOL))
+        close = np.flatnonzero(steps < dt * (1 - JITTER_RTOL))
         if close.size:
             i = int(close[0])
             raise ValueError(
                 f"time stamps are unevenly spaced: rows {i} and {i + 1} are {steps[i]:.6g} s apart, the usual spacing "
                 f"is {dt:.6g} s ({close.size} such step(s)); resample the data evenly"
             )
-        gaps = np.flatnonzero(steps > dt * (1 + SPACING_RTOL)) + 1
+        gaps = np.flatnonzero(steps > dt * (1 + JITTER_RTOL)) + 1
         bounds = [0, *gaps.tolist(), len(self.time)]
         return [slice(a, b) for a, b in itertools.pairwise(bounds)]
 
