@@ -413,6 +413,7 @@ def evaluate(p: Plan) -> None:
         "train": p.args.train,
         "nearby_models": p.nearby,
         "unresolved": unresolved(report, p.args.unresolved_std),
+        "identified_is_wide": set(unresolved(report, p.args.unresolved_std)) == set(p.args.params),
         "sysid_converged": report.get("converged"),
         "outside_wide": outside_wide(report, p.wide),
     }

@@ -361,6 +361,7 @@ def test_sysid_cli_fits_a_robot_log_and_writes_identified_xml(tmp_path):
     )
     assert 7.0 < float(jitter[1]) <= 8.0 and float(jitter[2]) == pytest.approx(0.05, rel=1e-3)  # 2 ms at each end
     report = json.loads((tmp_path / "out" / "sysid.json").read_text())
+    assert report["recordings"][0]["jitter"] == pytest.approx(float(jitter[1]) / 100, abs=5e-4)
     estimate = report["parameters"]["joint:hinge:damping"]["estimate"]
     assert estimate == pytest.approx(0.137, rel=0.01)
     assert report["units"]["angular_velocity"] == "deg/s" and report["identified_xml"]["written"] is True

@@ -286,6 +286,9 @@ def test_the_summary_averages_over_seeds_and_nearby_models_and_checks_coverage()
     assert "| `joint:hinge:frictionloss` | 2.5 | 2 | [-inf, inf] | unbounded: not determined |" in markdown(
         summary, 2, 2
     )
+    widened = "Every parameter was widened: the identified policy trained on the wide ranges, as the wide one did."
+    assert widened not in markdown(summary, 2, 2)
+    assert widened in markdown(summary | {"identified_is_wide": True}, 2, 2)
 
 
 def test_hand_set_ranges_reach_training_as_a_hydra_override_with_the_colons_escaped():

@@ -448,7 +448,8 @@ class Problem:
         return line
 
     def recordings(self) -> list[dict]:
-        """Per recording: `samples`, `seconds` (first to last time stamp), `segments` and `samples_left_out`."""
+        """Per recording: `samples`, `seconds` (first to last time stamp), `segments`, `samples_left_out` and `jitter`
+        (`Trajectory.jitter`)."""
         used = self.recording_segments * self.segment_length
         return [
             {
@@ -456,6 +457,7 @@ class Problem:
                 "seconds": float(t.time[-1] - t.time[0]),
                 "segments": int(self.recording_segments[k]),
                 "samples_left_out": int(len(t.time) - used[k]),
+                "jitter": t.jitter,
             }
             for k, t in enumerate(self.trajectories)
         ]

@@ -182,7 +182,8 @@ def summarize(evaluations: Sequence[Mapping], report: Mapping, truth: Mapping[st
 
 
 def markdown(summary: Mapping, seeds: int, nearby: int) -> str:
-    """`summary` as Markdown: a table of the policies' returns and one of the identified parameters."""
+    """`summary` as Markdown: a table of the policies' returns and one of the identified parameters, a line when
+    the identified policy trained on the wide ranges (`identified_is_wide`), and the estimates outside them."""
     lines = [
         f"| policy | trained on | return on real (mean ± std over {seeds} seeds) | "
         f"return on {nearby} nearby models (mean) |",
@@ -200,6 +201,11 @@ def markdown(summary: Mapping, seeds: int, nearby: int) -> str:
         covered = {True: "yes", False: "no", None: "unbounded: not determined"}[entry["covered"]]
         interval = f"[{low:.6g}, {high:.6g}]"
         lines.append(f"| `{key}` | {entry['real']:.6g} | {entry['estimate']:.6g} | {interval} | {covered} |")
+    if summary.get("identified_is_wide"):
+        lines += [
+            "",
+            "Every parameter was widened: the identified policy trained on the wide ranges, as the wide one did.",
+        ]
     outside = summary.get("outside_wide", {})
     if outside:
         lines += [
