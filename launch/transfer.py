@@ -405,6 +405,7 @@ def evaluate(p: Plan) -> None:
                 print(f"  {policy} seed {seed} on {model}: return {result['mean_return']:.1f}", flush=True)
     report = json.loads(report_path.read_text())
     summary = summarize(list(found.values()), report, p.truth)
+    widened = unresolved(report, p.args.unresolved_std)
     summary |= {
         "env": p.args.env,
         "real": str(p.real_file),
@@ -412,8 +413,8 @@ def evaluate(p: Plan) -> None:
         "episodes": p.args.episodes,
         "train": p.args.train,
         "nearby_models": p.nearby,
-        "unresolved": unresolved(report, p.args.unresolved_std),
-        "identified_is_wide": set(unresolved(report, p.args.unresolved_std)) == set(p.args.params),
+        "unresolved": widened,
+        "identified_is_wide": set(widened) == set(p.args.params),
         "sysid_converged": report.get("converged"),
         "outside_wide": outside_wide(report, p.wide),
     }
