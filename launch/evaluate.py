@@ -9,7 +9,8 @@ the episodes run under the physical contact model (smoothing none), for a run
 trained with softened contacts. With real=<file> (a YAML file of
 `element:name:attribute: value`, shac/run/real.py) the episodes run on the run's
 model with those values written in, without the run's randomisation: a stand-in
-for the real robot. With episode_length=<steps> the episodes last that many
+for the real robot. With nominal=true they run on the run's nominal model, without its
+randomisation. With episode_length=<steps> the episodes last that many
 steps instead of those of the run's own evaluations (`eval.episode_length`, else
 `env.episode_length`). The work is `shac.run.commands.evaluate_run`.
 """
@@ -25,7 +26,7 @@ from launch import cli
 
 USAGE = (
     "usage: python launch/evaluate.py run_dir=<dir> [checkpoint=<epoch>] [episodes=16] [seed=0] [video=false]"
-    " [physical=false] [real=<file.yaml>] [episode_length=<steps>]"
+    " [physical=false] [real=<file.yaml> | nominal=true] [episode_length=<steps>]"
 )
 
 
@@ -50,6 +51,8 @@ class EvaluateArgs:
     values, not on the run's own (nominal or randomised) model."""
     episode_length: int | None = None
     """Steps per episode; None: those of the run's own evaluations."""
+    nominal: bool = False
+    """Evaluate on the run's nominal model, without its randomisation (not with `real`)."""
 
 
 if __name__ == "__main__":

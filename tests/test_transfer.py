@@ -4,6 +4,7 @@ the loop's ranges, nearby models and summary, its stage order, and one tiny loop
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 
@@ -143,6 +144,26 @@ def test_evaluating_on_the_real_file_changes_the_returns(cartpole_run):
     real = evaluate_run(str(cartpole_run), episodes=2, real=str(CARTPOLE_REAL))
     assert real["real"] == str(CARTPOLE_REAL) and "real" not in nominal
     assert abs(real["mean_return"] - nominal["mean_return"]) > 1e-3
+
+
+def test_nominal_true_evaluates_a_randomised_run_on_its_nominal_model(tmp_path, cartpole_run):
+    randomised = tmp_path / "randomised"
+    shutil.copytree(cartpole_run, randomised)
+    ranges = {"body:pole:mass": [2.0, 4.0]}  # the nominal pole weighs 0.5 kg
+    config = TrainConfig(
+        env=EnvConfig(name="cartpole_swingup", episode_length=8),
+        algo=tiny_configs.SHAC,
+        randomization=RandomizationConfig(mode="uniform", ranges=ranges),
+    )
+    save_config(randomised, config)
+    plain = evaluate_run(str(cartpole_run), episodes=2)
+    on_its_ranges = evaluate_run(str(randomised), episodes=2)
+    on_nominal = evaluate_run(str(randomised), episodes=2, nominal=True)
+    assert on_nominal["nominal"] is True and "nominal" not in on_its_ranges
+    assert on_nominal["mean_return"] == pytest.approx(plain["mean_return"], rel=1e-6)
+    assert abs(on_its_ranges["mean_return"] - plain["mean_return"]) > 1e-3
+    with pytest.raises(ValueError, match="exclude each other"):
+        evaluate_run(str(randomised), real=str(CARTPOLE_REAL), nominal=True)
 
 
 def test_evaluating_on_a_bad_real_file_fails_in_one_line_through_the_command_line(tmp_path, cartpole_run):

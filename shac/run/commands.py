@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jax
 
+from shac.config import make_env
 from shac.run.evaluate import evaluate, run_episode, summarize
 from shac.run.real import load_real, real_env
 from shac.run.serialization import CONFIG_FILE, load_run_policy
@@ -27,6 +28,7 @@ def evaluate_run(
     physical: bool = False,
     real: str | None = None,
     episode_length: int | None = None,
+    nominal: bool = False,
 ) -> dict:
     """The deterministic policy's returns over `episodes` full episodes of the run's environment.
 
@@ -46,30 +48,39 @@ def evaluate_run(
         episode_length: steps per episode (>= 1); None: those of the run's own evaluations
             (`eval.episode_length`, else `env.episode_length`; a run trained on short episodes is
             evaluated on the task's full ones so).
+        nominal: the episodes run on the run's nominal model, without its randomisation.
 
     Returns:
         {"mean_return", "std_return", "episodes", "mean_length", "terminated"} (`summarize`),
-        with `real`, "real" (its path) and, with `video`, "video" (the mp4's path).
+        with `real`, "real" (its path), with `nominal`, "nominal": true, and, with `video`, "video" (the
+        mp4's path).
 
     Raises:
-        ValueError: episodes or episode_length < 1, or a real file that does not fit the run's model.
+        ValueError: episodes or episode_length < 1, `real` and `nominal` both given, or a real file that
+            does not fit the run's model.
         FileNotFoundError, CheckpointError: no policy or no real file to load.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if episode_length is not None and episode_length < 1:
         raise ValueError(f"episode_length must be >= 1 (or null: the run's own), got {episode_length}")
+    if real and nominal:
+        raise ValueError(f"real={real} and nominal=true exclude each other: evaluate on one model at a time")
     real_values = load_real(real) if real else None  # its form, before the run is loaded
     policy = load_run_policy(Path(run_dir), checkpoint, physical, episode_length)
     env, key = policy.env, jax.random.key(seed)
     if real_values is not None:
         env = real_env(policy.config, real_values, policy.env.mj_model, real, episode_length)
+    if nominal:
+        env = make_env(policy.config.evaluation_env(episode_length), smoothing=policy.config.smoothing)
     evaluation = jax.jit(evaluate, static_argnums=(0, 1, 5))(
         env, policy.actor, policy.actor_params, policy.normalizer, key, episodes
     )
     summary = summarize(evaluation)
     if real:
         summary["real"] = real
+    if nominal:
+        summary["nominal"] = True
     if video:
         # evaluate() resets episode i from split(key, episodes)[i]: the video replays episode 0
         episode = jax.jit(run_episode, static_argnums=(0, 1))(
