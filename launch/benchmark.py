@@ -34,7 +34,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from launch.runtime import configure_runtime
-from shac.config import ALGORITHMS, AlgoConfig, ConfigError
+from shac.config import ALGORITHMS, AlgoConfig, ConfigError, from_dict
 from shac.run.hydra_config import register_configs, to_config
 from shac.tools.benchmarks.config import METHODS, BenchmarkConfig, register_benchmark_config, validate_benchmark
 
@@ -76,8 +76,7 @@ def env_algo(name: str) -> AlgoConfig:
     """SHAC's settings for env `name`: configs/algo/shac.yaml with configs/env/<name>.yaml on top."""
     base = OmegaConf.load(ROOT / "configs/algo/shac.yaml")
     values = OmegaConf.merge(base, OmegaConf.load(ROOT / f"configs/env/{name}.yaml").algo)
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in OmegaConf.to_container(values).items()}
-    return AlgoConfig(**values)
+    return from_dict(AlgoConfig, OmegaConf.to_container(values), "algo.")
 
 
 def method_algo(config: BenchmarkConfig, method: str) -> AlgoConfig:

@@ -253,6 +253,15 @@ def test_a_budget_schedule_does_not_extend_runs_of_another_schedule():
         learning(config, {}, (calibrated,))
 
 
+@pytest.mark.parametrize("name", ["cartpole_swingup", "hopper", "half_cheetah", "ant", "humanoid"])
+def test_the_throughput_suites_other_envs_get_the_settings_their_own_config_composes(name):
+    # throughput.envs=[...] reads each env's SHAC settings without Hydra; the Ant's and the humanoid's have a
+    # nested section (algo.ahac)
+    from launch.benchmark import env_algo
+
+    assert env_algo(name) == benchmark_config(f"env={name}").algo
+
+
 def test_throughput_measures_the_configs_own_point_with_the_epochs_parts_and_apg(tmp_path):
     # one command for both presets' paths: the gpu preset, with its grid emptied as the cpu preset's is
     run_cli(
