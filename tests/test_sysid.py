@@ -1384,7 +1384,8 @@ def arm_recording():
         ("pendulum", ("body:pole:mass", DAMPING), "damping+mass", "vary the frequency: sweep joint hinge from about"),
         ("pendulum", ("actuator:torque:gear", DAMPING), "damping+gear", "vary the frequency: sweep joint hinge"),
         ("pendulum", ("actuator:torque:gear", "actuator:torque:gain"), "gain+gear", "no excitation separates them"),
-        ("pendulum", ("geom:bob:friction", DAMPING), "generic", "add faster and larger motions"),
+        ("pendulum", ("body:pole:mass", "joint:hinge:stiffness"), "generic", "add faster and larger motions"),
+        ("pendulum", ("geom:bob:friction", DAMPING), "contact friction", "record that contact slipping"),
         ("still", (DAMPING, FRICTION), "excite joint", "excite joint hinge: it moved only 0.01"),
         ("arm", ("actuator:servo:kp", "joint:hinge:stiffness"), "kp+stiffness", "vary the target of actuator servo"),
         ("arm", ("actuator:servo:kp", "joint:hinge:damping"), "damping+kp", "vary the frequency: sweep joint hinge"),
@@ -1404,7 +1405,7 @@ def test_advice_follows_the_physics_of_the_pair_and_record_trajectory_accepts_it
     report = analyze(keys, np.ones(2), weak_pair(), motion=motion)
     (flag,), (advice,) = report["flags"], report["advice"]
     assert advice["rule"] == rule and phrase in advice["text"] and flag.endswith(advice["text"] + ".")
-    if rule in ("generic", "gain+gear", "damping+kv"):
+    if rule in ("generic", "gain+gear", "damping+kv", "contact friction"):
         assert advice["command"] is None
         return
     assert advice["joint"] == "hinge"

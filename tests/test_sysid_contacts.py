@@ -14,7 +14,7 @@ from envs.physics.parameters import ModelParameter
 from shac.sysid.contacts import contact_free, in_contact
 from shac.sysid.fit import Problem, fit
 from shac.sysid.recording import Trajectory, random_excitation, record
-from shac.sysid.report import analyze
+from shac.sysid.report import CONTACT_FRICTION, analyze
 
 HOPPER = envs.make("hopper").mj_model
 TORSO, FRICTION = "body:torso:mass", "geom:foot:friction"
@@ -86,6 +86,7 @@ def test_a_hoppers_torso_mass_is_identified_from_its_flight_and_its_foots_fricti
     assert torso["estimate"] == pytest.approx(4.8, rel=0.02) and torso["ci95"][0] <= 4.8 <= torso["ci95"][1]
     assert friction["relative_std"] == np.inf  # wherever it ended (a spread start moves it)
     assert report["flags"][0].startswith(f"{FRICTION} is not determined: nothing in this data depends on it")
+    assert report["flags"][0].endswith(f"; {CONTACT_FRICTION}.")  # what would put it in the data
 
 
 def test_the_command_line_names_a_recording_without_contact_free_samples(tmp_path):

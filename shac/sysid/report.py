@@ -181,6 +181,12 @@ GENERIC = "add faster and larger motions"
 """The advice for a pair of parameters no rule of `ADVICE_RULES` covers (or without the recorded motion)."""
 GENERIC_SINGLE = "add motions that excite it"
 """The advice for a lone parameter whose joint moved (or without the recorded motion)."""
+CONTACT_FRICTION = (
+    "record that contact slipping: a contact's friction acts on the data only while the contact slips, twists or "
+    "rolls, and MuJoCo uses the larger of the two touching geoms' frictions (e.g. push or pull the body along the "
+    "surface with its joints held still)"
+)
+"""The advice for a direction that involves a geom's or a contact pair's friction, whatever the joints did."""
 PERCENTILES = (5.0, 95.0)
 """The recorded speed and position range of a joint: these percentiles of |qvel| and of qpos, over all recordings."""
 BARELY_MOVES = {"hinge": 0.05, "slide": 0.005}
@@ -482,12 +488,14 @@ def advise(keys: tuple[str, ...], motion: dict | None, generic: str = GENERIC) -
     """The advice on a flagged direction whose largest components are `keys` (one or two parameters).
 
     Returns:
-        A JSON-ready dict: `parameters` (`keys`), `rule` (`excite joint`, the attributes of the table's entry,
-        or `generic`), `joint` (or None), `text` (one clause, no final stop), `command` (a
+        A JSON-ready dict: `parameters` (`keys`), `rule` (`contact friction`, `excite joint`, the attributes of
+        the table's entry, or `generic`), `joint` (or None), `text` (one clause, no final stop), `command` (a
         `launch/record_trajectory.py` command line that records the excitation, or None) and the rule's
         measurements (`speeds`, `dominant_hz`, `moved`).
     """
     advice = {"parameters": list(keys), "rule": "generic", "joint": None, "text": generic, "command": None}
+    if any(key.split(":")[0] in ("geom", "pair") and key.endswith("friction") for key in keys):
+        return advice | {"rule": "contact friction", "text": CONTACT_FRICTION}
     if motion is None:
         return advice
     joints = [[j for j in motion["parameters"].get(key, []) if j in motion["joints"]] for key in keys]
