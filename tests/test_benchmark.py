@@ -324,9 +324,17 @@ def test_epoch_parts_table_gives_each_part_in_ms_and_as_a_share():
 
 def test_gradient_profile_prints_times_and_the_largest_kernels(tmp_path):
     out = run_cli(
-        "launch/profile_gradient.py", "env=pendulum_swingup", "num_envs=2", "horizon=4", "top=3", f"out={tmp_path}"
+        "launch/profile_gradient.py",
+        "env=pendulum_swingup",
+        "num_envs=2",
+        "horizon=4",
+        "top=3",
+        "hold_linesearch=true",
+        f"out={tmp_path}",
     )
-    ratio = re.search(r"pendulum_swingup, N=2, h=4: forward ([\d.]+) ms, gradient ([\d.]+) ms, ratio ([\d.]+)", out)
+    ratio = re.search(
+        r"pendulum_swingup, N=2, h=4, line search held: forward ([\d.]+) ms, gradient ([\d.]+) ms, ratio ([\d.]+)", out
+    )
     forward_ms, gradient_ms, ratio = (float(x) for x in ratio.groups())
     assert ratio == pytest.approx(gradient_ms / forward_ms, rel=0.05)
     kernels = re.findall(r"^  (\S+) +([\d.]+) ms +(\d+) calls", out, re.MULTILINE)

@@ -9,10 +9,16 @@ Modes (docs/algorithm.md, "Contacts and their gradients"):
         forward pass runs only the physical step and keeps its input; the
         backward pass runs the softened step from that input and pulls the
         cotangent back through it.
+
+With `hold_linesearch`, any mode differentiates MJX's constraint solver with its
+line search's step length held constant (`envs.private_apis.mjx_linesearch_step_held`):
+the same simulation, a cheaper backward pass, a gradient that differs from the
+exact one where a contact changes along the line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 
@@ -21,6 +27,7 @@ import jax.numpy as jnp
 from mujoco import mjx
 
 from envs.physics.mjx_math import with_contractions
+from envs.private_apis import mjx_linesearch_step_held
 
 MODES = ("none", "soft", "straight_through")
 
@@ -44,6 +51,9 @@ class Smoothing:
             weighs a step k steps back by 0.9^k), so the actor's gradient leans
             on the near future while the window and its critic targets keep
             their length. The forward pass is unchanged.
+        hold_linesearch: differentiate the solver's line search with its step
+            length held (the values unchanged; docs/algorithm.md, "Contacts and
+            their gradients"). Playground's tasks hold it always.
     """
 
     mode: str = "none"
@@ -53,6 +63,7 @@ class Smoothing:
     margin: float = 0.0
     state_grad_clip: float = 0.0
     state_grad_decay: float = 1.0
+    hold_linesearch: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -84,11 +95,16 @@ class Smoothing:
     @with_contractions
     def step(self, model: mjx.Model, data: mjx.Data) -> mjx.Data:
         """One physics step of `model` under this smoothing (MJX's math as contractions: `envs.physics.mjx_math`)."""
-        if self.mode == "none":
-            return mjx.step(model, data)
-        if self.mode == "soft":
-            return mjx.step(self.soften(model), data)
-        return _straight_through_step(self, model, data)
+        with self.linesearch():
+            if self.mode == "none":
+                return mjx.step(model, data)
+            if self.mode == "soft":
+                return mjx.step(self.soften(model), data)
+            return _straight_through_step(self, model, data)
+
+    def linesearch(self) -> contextlib.AbstractContextManager:
+        """The block within which MJX's steps are traced: the line search's step held if `hold_linesearch`."""
+        return mjx_linesearch_step_held() if self.hold_linesearch else contextlib.nullcontext()
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -103,7 +119,8 @@ def _straight_through_forward(smoothing, model, data):
 
 @with_contractions
 def _straight_through_backward(smoothing, inputs, cotangent):
-    _, pullback = jax.vjp(lambda m, d: mjx.step(smoothing.soften(m), d), *inputs)
+    with smoothing.linesearch():
+        _, pullback = jax.vjp(lambda m, d: mjx.step(smoothing.soften(m), d), *inputs)
     return pullback(cotangent)
 
 

@@ -1,6 +1,7 @@
 """Where the time of a window's gradient goes: XLA's CPU/GPU kernels of the forward and backward pass.
 
-`launch/profile_gradient.py [env=ant] [num_envs=64] [horizon=32] [top=12] [unroll_substeps=false] [out=...]`
+`launch/profile_gradient.py [env=ant] [num_envs=64] [horizon=32] [top=12] [unroll_substeps=false]
+[hold_linesearch=false] [out=...]`
 calls `profile_gradient`. It times the forward window (the sum of rewards of N envs over h steps of fixed
 actions) and its gradient with respect to the actions (median of 5 calls),
 then profiles one call of each with `jax.profiler` and prints the kernels
@@ -24,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 import envs
+from envs.physics.smoothing import Smoothing
 from shac.core.rollout import window_rewards
 
 
@@ -51,6 +53,7 @@ def profile_gradient(
     horizon: int = 32,
     top: int = 12,
     unroll_substeps: bool = False,
+    hold_linesearch: bool = False,
     out: str = "runs/profile",
 ) -> str:
     """Times and profiles the forward window of `env` and its gradient; the report, line by line.
@@ -61,13 +64,14 @@ def profile_gradient(
         horizon: h, steps in the window.
         top: kernel kinds listed per pass.
         unroll_substeps: unroll the physics substeps (see `EnvConfig.unroll_substeps`).
+        hold_linesearch: differentiate the solver's line search with its step held (`Smoothing.hold_linesearch`).
         out: where the traces go (`<out>/<env>/forward`, `<out>/<env>/gradient`).
 
     Raises:
         ValueError: an unknown environment.
     """
     name = env
-    env = envs.make(name, unroll_substeps=unroll_substeps)
+    env = envs.make(name, unroll_substeps=unroll_substeps, smoothing=Smoothing(hold_linesearch=hold_linesearch))
     start = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), num_envs))
 
     def total_return(actions: jax.Array) -> jax.Array:
@@ -86,8 +90,9 @@ def profile_gradient(
             jax.block_until_ready(fn(actions))
             laps.append(time.perf_counter() - tic)
         seconds[label] = statistics.median(laps)
+    held = ", line search held" if hold_linesearch else ""
     lines = [
-        f"{name}, N={num_envs}, h={horizon}: forward {seconds['forward'] * 1e3:.2f} ms, "
+        f"{name}, N={num_envs}, h={horizon}{held}: forward {seconds['forward'] * 1e3:.2f} ms, "
         f"gradient {seconds['gradient'] * 1e3:.2f} ms, ratio {seconds['gradient'] / seconds['forward']:.2f}"
     ]
     for label, fn in passes.items():
