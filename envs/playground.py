@@ -11,7 +11,7 @@ project's `State`:
   constraint solver of more than one iteration (most dm_control tasks run 2 to
   4) is set to one, and each change is reported (`model_changes`, a warning).
 - The line search of MJX's solver is differentiated with its step length held
-  (`envs.private_apis.mjx_linesearch_step_held`): without it, about 1% of the
+  (`Smoothing.hold_linesearch`, set for every Playground task): without it, about 1% of the
   states of a model with an inactive constraint give NaN gradients
   (docs/playground.md, "The NaN gradient").
 - Playground's `done` is a failure (`terminated`: NaN physics, a fall); the time
@@ -35,6 +35,7 @@ Playground compiles its XML and rolls its substeps inside its own code.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import functools
 import importlib
@@ -53,7 +54,6 @@ from envs.physics.mjx_math import contractions
 from envs.physics.smoothing import Smoothing
 from envs.private_apis import (
     mjspec_find_body,
-    mjx_linesearch_step_held,
     playground_menagerie_path,
     playground_tolerance_wrapped,
     playground_with_model,
@@ -216,7 +216,7 @@ class PlaygroundEnv(MjxEnv):
             mj_model,
             ctrl_dt=float(env.dt),
             episode_length=episode_length,
-            smoothing=smoothing,
+            smoothing=dataclasses.replace(smoothing, hold_linesearch=True),
             randomization=randomization,
             unroll_substeps=False,
             max_velocity=max_velocity,
@@ -291,12 +291,6 @@ class PlaygroundEnv(MjxEnv):
             info={**state.info, "playground": self._carried(inner)},
         )
 
-    def physics_step(self, data: mjx.Data, action: jax.Array, model: mjx.Model) -> mjx.Data:
-        """`n_substeps` MJX steps of `model` with `ctrl` held at `action` (MuJoCo's control units, as
-        Playground's `step` sets them), under `self.smoothing`, line search held as in `step`."""
-        with mjx_linesearch_step_held():
-            return super().physics_step(data, action, model)
-
     def initial_data(self, rng: jax.Array) -> mjx.Data:
         """The simulator state of Playground's reset from `rng`."""
         return self.playground_env.reset(rng).data
@@ -346,7 +340,7 @@ class PlaygroundEnv(MjxEnv):
         model = self._model_with(info)
 
         def step(model: mjx.Model, inner: Any, action: jax.Array) -> Any:
-            with contractions(), mjx_linesearch_step_held(), self._tolerance():
+            with contractions(), self.smoothing.linesearch(), self._tolerance():
                 return playground_with_model(self.playground_env, model).step(inner, action)
 
         if self.smoothing.mode == "none":
