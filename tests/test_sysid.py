@@ -288,6 +288,65 @@ def test_a_contact_pairs_friction_is_written_and_differentiated():
         ModelParameter.parse("pair:slide:friction", SLIDING_BOX)
 
 
+# a pole pushed against its joint's limit (-0.5 rad) by a constant torque, without gravity
+LIMITED_HINGE = mujoco.MjModel.from_xml_string("""
+<mujoco>
+  <compiler angle="radian"/>
+  <option timestep="0.002" gravity="0 0 0"/>
+  <worldbody>
+    <body name="pole">
+      <joint name="hinge" axis="0 1 0" range="-0.5 0.5" damping="0.5"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5" contype="0" conaffinity="0"/>
+    </body>
+    <body name="free"><freejoint name="root"/><geom size="0.01" mass="0.1" contype="0" conaffinity="0"/></body>
+  </worldbody>
+  <actuator><motor joint="hinge" gear="1"/></actuator>
+</mujoco>
+""")
+
+
+def test_a_joint_limits_time_constant_softens_the_limit_in_mjx_and_mujoco_alike():
+    timeconst = ModelParameter.parse("joint:hinge:limit_timeconst", LIMITED_HINGE)
+    assert timeconst.read(LIMITED_HINGE) == pytest.approx(0.02)  # MuJoCo's default solref
+    nominal = mjx.put_model(LIMITED_HINGE, impl="jax")
+
+    def angle_after_half_a_second(value):
+        model = timeconst.write(nominal, value)
+        data = mjx.make_data(model).replace(ctrl=jnp.array([-2.0]))
+        return jax.lax.fori_loop(0, 250, lambda _, d: mjx.step(model, d), data).qpos[0]
+
+    angle = jax.jit(angle_after_half_a_second)
+    for value in (0.02, 0.1):
+        model = copy.deepcopy(LIMITED_HINGE)
+        timeconst.write_mj(model, value)
+        assert model.jnt_solref[0].tolist() == [value, 1.0]  # the damping ratio stays
+        data = mujoco.MjData(model)
+        data.ctrl[:] = -2.0
+        mujoco.mj_step(model, data, nstep=250)
+        assert float(angle(jnp.float32(value))) == pytest.approx(data.qpos[0], abs=1e-4)
+    # held past the limit by the torque: a few milliradians at 0.02 s, a tenth of a radian at 0.1 s
+    assert -0.51 < float(angle(jnp.float32(0.02))) < -0.5
+    assert float(angle(jnp.float32(0.1))) < -0.59
+    derivative = jax.jit(lambda v: jax.jvp(angle_after_half_a_second, (v,), (jnp.float32(1.0),))[1])
+    central = float(angle(jnp.float32(0.051)) - angle(jnp.float32(0.049))) / 0.002
+    assert float(derivative(jnp.float32(0.05))) == pytest.approx(central, rel=1e-2)
+    assert central < 0.0
+
+
+def test_a_joint_limits_time_constant_is_refused_without_a_limit_and_below_twice_the_time_step():
+    with pytest.raises(ValueError, match=r"^parameter 'joint:root:limit_timeconst': joint 'root' has no limit"):
+        ModelParameter.parse("joint:root:limit_timeconst", LIMITED_HINGE)
+    timeconst = ModelParameter.parse("joint:hinge:limit_timeconst", LIMITED_HINGE)
+    with pytest.raises(ValueError, match=r"\[0.001, 0.1\] must be >= 0.004 s, twice the time step"):
+        timeconst.check_range(0.001, 0.1, LIMITED_HINGE)
+    timeconst.check_range(0.004, 0.1, LIMITED_HINGE)
+    unsafe = copy.deepcopy(LIMITED_HINGE)  # MuJoCo's safety clamp off: any positive time constant is simulated
+    unsafe.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_REFSAFE
+    timeconst.check_range(0.001, 0.1, unsafe)
+    with pytest.raises(ValueError, match=r"= -0.02 must be > 0 \(a time constant"):
+        timeconst.check_value(-0.02, unsafe)
+
+
 def test_physically_valid_ranges_of_servo_spring_and_friction_parameters_are_accepted():
     ranges = {
         "actuator:servo:kp": (1.0, 20.0),

@@ -242,6 +242,7 @@ ARM_VALUES = {
     "joint:wrist_roll:armature": 0.031,
     "joint:wrist_roll:stiffness": 1.5,
     "joint:wrist_roll:springref": 0.2,
+    "joint:wrist_roll:limit_timeconst": 0.03,
     "body:forearm:mass": 1.3,
     "body:hand:ipos_z": 0.045,
     "body:upper_arm:spread_x": 0.05,
@@ -270,6 +271,7 @@ def test_identified_mjcf_compiles_to_the_fitted_values(tmp_path):
     assert model.dof_armature[wrist_roll.dofadr[0]] == pytest.approx(0.031, **close)
     assert model.jnt_stiffness[wrist_roll.id] == pytest.approx(1.5, **close)
     assert model.qpos_spring[wrist_roll.qposadr[0]] == pytest.approx(0.2, **close)
+    assert model.jnt_solref[wrist_roll.id].tolist() == pytest.approx([0.03, 1.0], **close)
     assert model.geom_friction[model.geom("forearm").id, 0] == pytest.approx(0.9, **close)
     # the mass comes with the inertia scaled by the same ratio, as the fit wrote it
     assert model.body_mass[forearm] == pytest.approx(1.3, **close)

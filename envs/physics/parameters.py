@@ -13,6 +13,8 @@ MJCF's degrees):
     joint:<name>:armature            dof_armature of each of the joint's dofs
     joint:<name>:stiffness           jnt_stiffness (one per joint, whatever its dofs)
     joint:<name>:springref           qpos_spring: the spring's rest position (hinge and slide joints)
+    joint:<name>:limit_timeconst     jnt_solref[:, 0]: the time constant of the joint's limit (s; MuJoCo's
+                                     default 0.02; limited joints only)
     body:<name>:mass                 body_mass, with body_inertia scaled by the same ratio
     body:<name>:ipos_x|ipos_y|ipos_z body_ipos[:, 0|1|2]: the centre of mass in the body's frame (metres),
                                      the inertia about it unchanged
@@ -75,6 +77,7 @@ ATTRIBUTES: dict[tuple[str, str], tuple[FieldWrite, ...]] = {
     ("joint", "armature"): (FieldWrite("dof_armature"),),
     ("joint", "stiffness"): (FieldWrite("jnt_stiffness"),),
     ("joint", "springref"): (FieldWrite("qpos_spring"),),
+    ("joint", "limit_timeconst"): (FieldWrite("jnt_solref", 0),),
     ("body", "mass"): (FieldWrite("body_mass"),),
     ("body", "ipos_x"): (FieldWrite("body_ipos", 0),),
     ("body", "ipos_y"): (FieldWrite("body_ipos", 1),),
@@ -166,6 +169,8 @@ class ModelParameter:
             raise ValueError(f"no {element} named '{name}' in the model; {plural}: {', '.join(map(str, names))}")
         if element == "actuator":
             _check_actuator(model, key, object_id, attribute)
+        if attribute == "limit_timeconst" and not model.jnt_limited[object_id]:
+            raise ValueError(f"parameter '{key}': joint '{name}' has no limit (no range), so no limit to soften")
         writes = ATTRIBUTES[(element, attribute)]
         return cls(key=key, rows=_rows(model, key, writes[0].field, object_id), writes=writes)
 
@@ -177,7 +182,8 @@ class ModelParameter:
         body's spreads (of a body with mass) and a
         position servo's kp (0 disconnects it); a gear or gain range must keep the
         sign of the model's value and exclude zero (zero disconnects the actuator,
-        a flipped sign reverses it); a springref and a centre of mass (positions) may take any value;
+        a flipped sign reverses it); a joint limit's time constant must be at least twice the time step
+        (MuJoCo simulates a shorter one as that); a springref and a centre of mass (positions) may take any value;
         everything else (damping, frictionloss, armature, stiffness, kv and the
         geoms' and pairs' frictions) must be non-negative.
 
@@ -215,6 +221,15 @@ class ModelParameter:
                 raise ValueError(f"{shown} must be > 0 (a mass; the inertia is scaled with it)")
             if nominal <= 0.0:
                 raise ValueError(f"{shown}: the body has no mass in the model to scale its inertia from")
+        elif self.attribute == "limit_timeconst":
+            shortest = 2.0 * float(model.opt.timestep)
+            if not model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_REFSAFE and low < shortest:
+                raise ValueError(
+                    f"{shown} must be >= {shortest:g} s, twice the time step (MuJoCo simulates a shorter time "
+                    "constant as that)"
+                )
+            if low <= 0.0:
+                raise ValueError(f"{shown} must be > 0 (a time constant; MuJoCo reads a negative one as a stiffness)")
         elif self.attribute == "kp":
             if low <= 0.0:
                 raise ValueError(f"{shown} must be > 0 (a position gain; 0 disconnects the servo)")

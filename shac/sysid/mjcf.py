@@ -65,6 +65,8 @@ def set_values(spec: mujoco.MjSpec, fitted: mujoco.MjModel, values: Mapping[str,
         if element == "joint":
             if attribute in ("damping", "stiffness"):
                 getattr(target, attribute)[0] = value
+            elif attribute == "limit_timeconst":
+                target.solref_limit[0] = value
             elif attribute == "springref":
                 degrees = spec.compiler.degree and target.type == mujoco.mjtJoint.mjJNT_HINGE
                 target.springref = math.degrees(value) if degrees else value
