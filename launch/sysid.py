@@ -27,6 +27,9 @@ A robot's own CSV log reads through a column map and its units (shac/sysid/colum
         "columns={time: t_ms, qpos: {hinge: pos_deg}, qvel: {hinge: vel_dps}, ctrl: {torque: cmd}}" \
         "units={time: ms, angle: deg, angular_velocity: deg/s}"
 
+A log without velocities (an NPZ without qvel, a CSV without qvel_ columns, a column map
+without qvel) is fitted on its positions alone (docs/sysid.md, "Positions alone").
+
 Writes <out>/sysid.json (convergence, estimates, standard errors, confidence
 intervals, the noise model, each recording with its noise estimate, Fisher
 eigen-directions, flags with their advice (the excitation that would resolve each,
@@ -218,7 +221,7 @@ def main(argv: list[str]) -> None:
     from envs.physics.parameters import ModelParameter
     from shac.sysid import signals
     from shac.sysid.fit import SPREAD_STARTS, Problem, fit, residuals_function
-    from shac.sysid.noise import MISFIT_LIMIT
+    from shac.sysid.noise import MISFIT_LIMIT, reported_noise, residual_rms
     from shac.sysid.parameters import Bounds, parse_assignments
     from shac.sysid.recording import SPACING_RTOL, Trajectory
     from shac.sysid.report import analyze, plot_landscape, recorded_motion, summary_lines
@@ -328,7 +331,7 @@ def main(argv: list[str]) -> None:
         {
             "file": f,
             **info,
-            "noise": {"qpos": noises[k, :nq].tolist(), "qvel": noises[k, nq:].tolist()},
+            "noise": {"qpos": noises[k, :nq].tolist(), "qvel": reported_noise(noises[k, nq:])},
             **({"variant": problem.variants[k]} if args.variants else {}),
         }
         for k, (f, info) in enumerate(zip(files, problem.recordings(), strict=True))
@@ -351,7 +354,7 @@ def main(argv: list[str]) -> None:
             "source": noise_source(result),
             "controls": problem.controls_phrase(),
             **noise_values,
-            "normalised_residual_rms": float(np.sqrt(np.mean(result.residuals**2))),
+            "normalised_residual_rms": residual_rms(result.residuals, result.noise),
         },
         "segments": {"count": len(result.start_states), "seconds": problem.segment_seconds},
         "contact_free": args.contact_free,

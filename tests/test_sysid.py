@@ -404,6 +404,26 @@ def test_fit_converges_within_30_steps_and_its_interval_covers_the_truth(dt):
     np.testing.assert_allclose(result.noise, [1e-3, 1e-2], rtol=0.15)
 
 
+def test_without_velocities_the_positions_alone_identify_the_damping():
+    # the recording of the test above, its velocities left out (an encoder alone): weight 0 on them, the start
+    # velocities estimated from the positions, and the noise of the positions alone estimated
+    data = random_recording(0.05, seed=1)
+    blind = Trajectory(time=data.time, qpos=data.qpos, qvel=np.full_like(data.qvel, np.nan), ctrl=data.ctrl)
+    problem = Problem(PENDULUM.mj_model, [DAMPING], blind)
+    assert problem.velocity_measured.tolist() == [[False]] and np.isinf(problem.noise[0, 1])
+    assert problem.describe().endswith("; velocities not measured (hinge): the positions alone are fitted there")
+    result = fit(problem, steps=30)
+    assert result.converged and result.noise_rounds >= 1
+    entry = analyze((DAMPING,), result.values, result.information, result.converged)["parameters"][DAMPING]
+    assert entry["estimate"] == pytest.approx(0.137, rel=0.01) and entry["ci95"][0] <= 0.137 <= entry["ci95"][1]
+    assert result.noise[0] == pytest.approx(1e-3, rel=0.15) and np.isinf(result.noise[1])
+    assert 0.0 < result.misfit < 3.0
+    # the fitted start velocities follow the recorded ones (noise 1e-2) more closely than the differences did
+    recorded, differenced = data.qvel[problem.segments.start_rows, 0], problem.segments.measured[:, 0, 1]
+    fitted_error = np.abs(result.start_states[:, 1] - recorded).max()
+    assert fitted_error < 0.05 and fitted_error < np.abs(differenced - recorded).max()
+
+
 def test_between_two_bounds_the_fit_steps_in_the_value_and_leaves_a_bound():
     """A logistic map of [lower, upper] flattens at its ends and holds a parameter that reached one; the
     box the solver enforces does not: a fit that starts at the upper bound comes back to the truth."""

@@ -152,10 +152,10 @@ GOOD_ROWS = [[0, 10, 1, 0.1], [10, 11, 2, 0.2], [20, 12, 3, 0.3]]
             r"^columns\.qpos names joints not in the model: hinj; the model's joints: hinge$",
         ),
         (
-            {"qvel": None},
+            {"qvel": {"knee": "hinge_vel_dps"}},
             {},
             GOOD_ROWS,
-            r"^joints of the model without a velocity column \(columns\.qvel\): hinge$",
+            r"^columns\.qvel names joints not in the model: knee; the model's joints: hinge$",
         ),
         ({"time": None}, {}, GOOD_ROWS, r"^columns\.time must name the time column, e\.g\. time: t_ms; got None$"),
         (
@@ -197,7 +197,7 @@ GOOD_ROWS = [[0, 10, 1, 0.1], [10, 11, 2, 0.2], [20, 12, 3, 0.3]]
         "joint_not_in_model",
         "actuator_not_in_model",
         "joint_unmapped",
-        "no_velocities",
+        "velocity_of_a_joint_not_in_model",
         "no_time",
         "yaml_without_space",
         "unit",
@@ -373,3 +373,15 @@ def test_sysid_cli_fits_a_robot_log_and_writes_identified_xml(tmp_path):
     assert "converged." in text and "signal:ctrl:delay: none" in text
     model = mujoco.MjModel.from_xml_path(str(tmp_path / "out" / "identified.xml"))
     assert model.dof_damping[0] == pytest.approx(estimate, rel=1e-5)
+    # the same log as a robot with an encoder alone would give it: the map without velocities
+    columns = "\n".join(f"  {k}: {json.dumps(v)}" for k, v in PENDULUM_MAP.items() if k != "qvel")
+    (tmp_path / "positions.yaml").write_text(f"columns:\n{columns}\nunits:\n  time: ms\n  angle: deg\n")
+    command = [*command[:-3], f"column_map={tmp_path / 'positions.yaml'}", f"out={tmp_path / 'positions'}"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "; velocities not measured (hinge): the positions alone are fitted there" in result.stdout
+    assert re.search(r"standard deviations \(estimated[^)]*\): qpos \[0\.00\d+\], qvel \[not measured\]", result.stdout)
+    report = json.loads((tmp_path / "positions" / "sysid.json").read_text())
+    assert report["converged"] and report["noise"]["qvel"] == [None]
+    entry = report["parameters"]["joint:hinge:damping"]
+    assert entry["estimate"] == pytest.approx(0.137, rel=0.01) and entry["ci95"][0] <= 0.137 <= entry["ci95"][1]

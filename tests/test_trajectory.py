@@ -75,6 +75,56 @@ def test_bad_data_fails_in_one_line(change, message):
     assert "\n" not in str(error.value)
 
 
+def test_a_velocity_nobody_measured_is_nan_throughout_and_only_so(tmp_path):
+    hinge = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="hinge" axis="0 1 0"/><geom size="0.1" mass="1"/></body></worldbody>'
+        '<actuator><motor joint="hinge"/></actuator></mujoco>'
+    )
+    trajectory = clean()
+    np.savez(tmp_path / "positions.npz", time=trajectory.time, qpos=trajectory.qpos, ctrl=trajectory.ctrl)
+    table = np.column_stack([trajectory.time, trajectory.qpos, trajectory.ctrl])
+    np.savetxt(tmp_path / "positions.csv", table, delimiter=",", header="time,qpos_0,ctrl_0", comments="")
+    for name in ("positions.npz", "positions.csv"):
+        blind = Trajectory.load(tmp_path / name, hinge)
+        assert blind.qvel.shape == (101, 1) and np.isnan(blind.qvel).all()
+        assert blind.velocity_measured.tolist() == [False]
+        blind.check(**PENDULUM_SIZES)
+        with pytest.raises(ValueError, match=r"has no velocities \(qvel\); reading it needs the model"):
+            Trajectory.load(tmp_path / name)
+    assert clean().velocity_measured.tolist() == [True]
+    partly = with_(trajectory, qvel=np.where(np.arange(101) == 7, np.nan, trajectory.qvel[:, 0]))
+    with pytest.raises(
+        ValueError, match=r"^qvel has non-finite values \(nan or inf\) in rows 7 of 101; remove or fill"
+    ):
+        partly.check(**PENDULUM_SIZES)
+
+
+def test_unmeasured_velocities_are_estimated_from_the_positions_within_each_stretch():
+    # x = sin t sampled every 0.01 s, with a gap after row 40: central differences are within dt^2 / 6 of cos t
+    # inside a stretch, one-sided ones within dt / 2 at its ends; a measured velocity is kept as it is
+    slide = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="x" type="slide"/><geom size="0.1" mass="1"/></body>'
+        '<body><joint name="y" type="slide"/><geom size="0.1" mass="1"/></body></worldbody></mujoco>'
+    )
+    time = np.arange(101) * 0.01
+    time[40:] += 0.5
+    recorded = Trajectory(
+        time=time,
+        qpos=np.column_stack([np.sin(time), np.sin(time)]),
+        qvel=np.column_stack([np.full(101, np.nan), np.full(101, 7.0)]),
+        ctrl=np.zeros((101, 0)),
+    )
+    estimated = recorded.with_velocities_estimated(slide)
+    inside = np.setdiff1d(np.arange(101), [0, 39, 40, 100])
+    np.testing.assert_allclose(estimated.qvel[inside, 0], np.cos(time[inside]), atol=0.01**2 / 6)
+    np.testing.assert_allclose(estimated.qvel[[0, 39, 40, 100], 0], np.cos(time[[0, 39, 40, 100]]), atol=0.01 / 2)
+    # the ends of a stretch differ from their neighbour's central difference: the gap is not differenced across
+    assert abs(estimated.qvel[39, 0] - np.cos(time[39])) > 0.01**2
+    np.testing.assert_array_equal(estimated.qvel[:, 1], 7.0)
+    measured = Trajectory(time=time, qpos=recorded.qpos, qvel=np.ones((101, 2)), ctrl=recorded.ctrl)
+    assert measured.with_velocities_estimated(slide) is measured
+
+
 def test_gaps_in_time_split_the_recording_into_stretches():
     trajectory = clean()
     clean().check(**PENDULUM_SIZES)

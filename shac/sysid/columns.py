@@ -26,8 +26,10 @@ Hinge joints take the angle units, slide joints the linear ones; a free or
 ball joint cannot be mapped (write the native format instead). A control is in
 the actuator's own units (`native`: what MuJoCo's `ctrl` holds), or in degrees
 for a position servo on a hinge joint (converted to radians). Every joint of
-the model needs a position and a velocity column and every actuator a control
-column. The result is the native `Trajectory` (qpos, qvel and ctrl in the
+the model needs a position column and every actuator a control column; a
+velocity column is optional per joint (a log of encoder positions alone leaves
+`qvel` out): a joint without one has its velocity unmeasured, nan in the
+trajectory, and the fit weighs its positions alone. The result is the native `Trajectory` (qpos, qvel and ctrl in the
 model's qpos, dof and actuator order), so the fit is the same either way.
 Every problem with the map or the file is one `ValueError` line, raised before
 anything is fitted; rows are counted from 0 after the header, as `Trajectory.check`
@@ -67,7 +69,7 @@ def load_csv(
     Args:
         path: the CSV file; its first line is the header.
         model: the model whose joint and actuator names `columns` uses.
-        columns: {"time": column, "qpos": {joint: column}, "qvel": {joint: column},
+        columns: {"time": column, "qpos": {joint: column}, "qvel": {joint: column} (optional, per joint),
             "ctrl": {actuator: column}}.
         units: {"time": ..., "angle": ..., "angular_velocity": ..., "linear": ..., "ctrl": ...}, each optional.
 
@@ -100,7 +102,7 @@ def load_csv(
     arrays = {
         "time": np.zeros(count),
         "qpos": np.zeros((count, model.nq)),
-        "qvel": np.zeros((count, model.nv)),
+        "qvel": np.full((count, model.nv), np.nan),  # unmeasured unless mapped
         "ctrl": np.zeros((count, model.nu)),
     }
     for name, index, column, factor in sources:
@@ -185,7 +187,6 @@ def _sources(
             )
     for section, what, kind, names in (
         ("qpos", "a position", "joint", joints),
-        ("qvel", "a velocity", "joint", joints),
         ("ctrl", "a control", "actuator", actuators),
     ):
         unmapped = [name or f"#{i} (unnamed)" for i, name in enumerate(names) if name not in maps[section]]
@@ -204,9 +205,9 @@ def _sources(
     for j, name in enumerate(joints):
         hinge = model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE
         sources.append(("qpos", int(model.jnt_qposadr[j]), maps["qpos"][name], factors["angle" if hinge else "linear"]))
-        sources.append(
-            ("qvel", int(model.jnt_dofadr[j]), maps["qvel"][name], factors["angular_velocity" if hinge else "linear"])
-        )
+        if name in maps["qvel"]:
+            speed = factors["angular_velocity" if hinge else "linear"]
+            sources.append(("qvel", int(model.jnt_dofadr[j]), maps["qvel"][name], speed))
     for a, name in enumerate(actuators):
         factor = ctrl_units.get(name, 1.0) if isinstance(ctrl_units, dict) else ctrl_units
         if factor != 1.0 and not _hinge_position_servo(model, a):

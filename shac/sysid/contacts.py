@@ -39,8 +39,8 @@ def in_contact(trajectory: Trajectory, model: mujoco.MjModel, margin: float = CO
     model.geom_margin += margin
     data = mujoco.MjData(model)
     touching = np.zeros(len(trajectory.time), bool)
-    for row, (qpos, qvel) in enumerate(zip(trajectory.qpos, trajectory.qvel, strict=True)):
-        data.qpos, data.qvel = qpos, qvel
+    for row, qpos in enumerate(trajectory.qpos):  # which constraints act depends on the positions alone
+        data.qpos = qpos
         mujoco.mj_forward(model, data)
         touching[row] = np.isin(data.efc_type[: data.nefc], CONTACT_TYPES).any()
     return touching

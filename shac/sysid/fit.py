@@ -186,14 +186,19 @@ class Problem:
             (default: every recording of the model as given).
 
     Attributes:
-        trajectories: the K recordings as given. trajectory: them joined
-            (`Trajectory.concatenate`; the one recording itself when K = 1).
+        trajectories: the K recordings as given, unmeasured velocities estimated from the positions
+            (`Trajectory.with_velocities_estimated`). trajectory: them joined (`Trajectory.concatenate`; the one
+            recording itself when K = 1).
+        velocity_measured: bool [K, nv] which velocities each recording measured (`Trajectory.velocity_measured`).
+            An unmeasured one has noise inf, so weight 0: the fit weighs the positions alone there, and its
+            estimate from the positions only starts the segments.
         single: a Trajectory was given rather than a sequence (`FitResult.noise` follows it).
         segment_recording: int [S] the recording of each segment.
         variants: K dicts, each recording's own model values (empty: the model as given).
         fixed_parameters: the F parameters any variant sets. fixed_values: [K, F] their values per recording (the
             model's where a recording's variant leaves one alone).
-        noise: [K, nx] the initial (or given) noise standard deviations per recording, qpos then qvel.
+        noise: [K, nx] the initial (or given) noise standard deviations per recording, qpos then qvel (inf for a
+            velocity not measured).
         data_noise: [K, nx] the noise the data show, which `FitResult.misfit` compares the residuals with: the
             given noise, else the third-difference estimate (`shac.sysid.noise.initial_noise`).
 
@@ -228,6 +233,8 @@ class Problem:
             raise ValueError(f"expected a Trajectory or a sequence of them, got a {type(trajectory).__name__}")
         self.trajectories: tuple[Trajectory, ...] = (trajectory,) if self.single else tuple(trajectory)
         self.names = self._check_recordings(mj_model, names)
+        self.velocity_measured = np.stack([t.velocity_measured for t in self.trajectories])  # [K, nv]
+        self.trajectories = tuple(t.with_velocities_estimated(mj_model) for t in self.trajectories)
         trajectory = Trajectory.concatenate(self.trajectories)
         dt = trajectory.dt
         longest = max((s.stop - s.start - 1) * dt for s in trajectory.stretches())
@@ -281,6 +288,8 @@ class Problem:
             self.noise, self.noise_given = np.tile(given_noise, (len(self.trajectories), 1)), True
             # a sensor's stated noise, where third differences would not see it (filtered or quantized signals)
             self.data_noise = self.noise.copy()
+        unmeasured = np.concatenate([np.zeros((len(self.trajectories), self.nq), bool), ~self.velocity_measured], 1)
+        self.noise[unmeasured] = self.data_noise[unmeasured] = np.inf  # weight 0: the positions alone count there
         with jax.enable_x64(True):
             self.mjx_model = mjx.put_model(mj_model, impl="jax")
 
@@ -445,6 +454,10 @@ class Problem:
             line += f" from {len(self.stretches)} contiguous stretches (gaps in time split the recording)"
         if self.samples_left_out:
             line += f"; {self.samples_left_out} samples at stretch ends left out"
+        unmeasured = np.flatnonzero(~self.velocity_measured.all(axis=0))
+        if unmeasured.size:
+            joints = dict.fromkeys(self.mj_model.joint(int(self.mj_model.dof_jntid[d])).name for d in unmeasured)
+            line += f"; velocities not measured ({', '.join(joints)}): the positions alone are fitted there"
         return line
 
     def recordings(self) -> list[dict]:
@@ -504,7 +517,8 @@ class Problem:
     def reweight(self, jacobian: tuple[np.ndarray, ...], weights: np.ndarray, new_weights: np.ndarray) -> tuple:
         """`jacobian`'s residuals [S, R] and derivatives [S, R, ...] (R = L nx) under `weights`, as they are
         under `new_weights`: the residuals are linear in the weights, so no simulation is needed."""
-        scale = self.segment_weights(new_weights) / self.segment_weights(weights)  # [S, nx]
+        old, new = self.segment_weights(weights), self.segment_weights(new_weights)
+        scale = np.divide(new, old, out=np.zeros_like(new), where=old > 0)  # [S, nx]; 0 where unmeasured
         scale = np.tile(scale, (1, self.segment_length))  # [S, L * nx], as the residuals' rows
         r, *derivatives = jacobian
         return (r * scale, *(d * scale[..., None] for d in derivatives))
@@ -1046,7 +1060,8 @@ def _fit_from(
         if problem.noise_given or not solution.converged:
             break
         updated = reestimate_noise(solution, noise, problem.segments.measured, problem.segment_recording)
-        settled = bool(np.abs(updated / noise - 1).max() < NOISE_RTOL)
+        measured = np.isfinite(noise)
+        settled = bool(np.abs(updated[measured] / noise[measured] - 1).max() < NOISE_RTOL)
         noise, reestimated = updated, reestimated + 1
         if settled:
             break

@@ -8,7 +8,7 @@ start (`initial_noise`), then from the fit's residuals (each divided by 1 - its
 leverage, `reestimate_noise`) until they change by less than 5%
 (`NOISE_RTOL`; the rounds are run by `shac.sysid.fit.fit`). Several recordings
 in one fit have one set of standard deviations each, estimated from their own
-data and residuals.
+data and residuals. A velocity nobody measured has noise inf (weight 0) throughout.
 """
 
 from __future__ import annotations
@@ -54,12 +54,26 @@ def misfit(residuals: np.ndarray, noise: np.ndarray, groups: np.ndarray, data_no
 
     Args:
         residuals: [S, L * nx] weighted by 1 / `noise` of each segment's recording.
-        noise: [K, nx] the weights' noise; groups: int [S] each segment's recording; data_noise: [K, nx].
+        noise: [K, nx] the weights' noise (inf: not measured, left out); groups: int [S] each segment's
+            recording; data_noise: [K, nx].
     """
     segments, nx = len(residuals), noise.shape[-1]
-    unweighted = residuals.reshape(segments, -1, nx) * noise[groups][:, None]
+    measured = np.where(np.isfinite(noise), noise, 0.0)  # an unmeasured velocity (inf, weight 0) counts 0
+    unweighted = residuals.reshape(segments, -1, nx) * measured[groups][:, None]
     ratios = [np.sqrt(np.mean(unweighted[groups == k] ** 2, axis=(0, 1))) / data_noise[k] for k in np.unique(groups)]
     return float(np.max(ratios))
+
+
+def reported_noise(noise: np.ndarray) -> list[float | None]:
+    """Standard deviations [n] as a report lists them: None for a coordinate nobody measured (inf)."""
+    return [float(n) if np.isfinite(n) else None for n in noise]
+
+
+def residual_rms(residuals: np.ndarray, noise: np.ndarray) -> float:
+    """The root mean square of noise-weighted residuals [S, L * nx] over the coordinates measured in every
+    recording (`noise` [nx] or [K, nx], inf where not measured: their residuals are 0 by weight)."""
+    measured = np.isfinite(np.atleast_2d(noise)).all(axis=0)
+    return float(np.sqrt(np.mean(residuals.reshape(len(residuals), -1, len(measured))[..., measured] ** 2)))
 
 
 def sound_fit(converged: bool, misfit_ratio: float) -> bool:
@@ -80,7 +94,7 @@ def reestimate_noise(
 
     Args:
         solution: residuals [S, L * nx] weighted by 1 / `noise` (of each segment's recording).
-        noise: [nx], or [K, nx] one row per recording (group).
+        noise: [nx], or [K, nx] one row per recording (group); inf for a coordinate not measured (kept).
         measured: [S, L, nx] the data (for the floor).
         groups: int [S] the recording of each segment, in 0..K-1 (default: all in one).
 
@@ -93,11 +107,13 @@ def reestimate_noise(
     groups = np.zeros(segments, int) if groups is None else np.asarray(groups)
     normal = least_squares.Normal.build(solution.residuals, solution.shared, solution.local)
     leverage = least_squares.leverages(solution.shared, solution.local, normal).reshape(segments, -1, nx)
-    residuals = solution.residuals.reshape(segments, -1, nx) * per_group[groups][:, None]
+    finite = np.where(np.isfinite(per_group), per_group, 0.0)
+    residuals = solution.residuals.reshape(segments, -1, nx) * finite[groups][:, None]
     updated = np.empty_like(per_group, dtype=np.float64)
     for k in range(count):
         mine = groups == k
         squares = (residuals[mine].reshape(-1, nx) ** 2).sum(axis=0)
         dof = np.maximum((1 - leverage[mine]).reshape(-1, nx).sum(axis=0), 1.0)
         updated[k] = np.maximum(np.sqrt(squares / dof), noise_floor(measured[mine].reshape(-1, nx)))
+    updated[np.isinf(per_group)] = np.inf  # a velocity nobody measured stays so
     return updated.reshape(np.shape(noise))

@@ -9,6 +9,9 @@ vector columns as `qpos_0, qpos_1, ...`):
     qpos: float [T, nq]; qvel: float [T, nv]; ctrl: float [T, nu], the control
     command sent at each sample and held to the next (applied at once, or
     after a delay `signal:ctrl:delay`: `shac.sysid.signals`).
+    A velocity nobody measured is a column of nan in qvel (a file without qvel
+    has every column so): the fit then weighs the positions alone there
+    (`velocity_measured`, `with_velocities_estimated`).
 A robot's own CSV log, with its own column names and units, reads through a
 column map (`shac.sysid.columns`) into the same arrays.
 
@@ -76,6 +79,8 @@ class Trajectory:
 
         With `columns` (and `model`), a CSV with its own column names and units:
         `shac.sysid.columns.load_csv`, which documents the column map and `units`.
+        Without qvel (an NPZ without the array, a CSV without qvel_ columns) no velocity
+        was measured: qvel is nan [T, model.nv], which needs `model`.
         """
         if columns:
             if model is None:
@@ -92,10 +97,15 @@ class Trajectory:
             raise FileNotFoundError(f"no trajectory file at '{path}'")
         if path.suffix == ".npz":
             with np.load(path) as data:
-                missing = set(ARRAYS) - set(data.files)
+                missing = {"time", "qpos", "ctrl"} - set(data.files)
                 if missing:
-                    raise ValueError(f"'{path}' lacks arrays {sorted(missing)}; needs time, qpos, qvel, ctrl")
-                return cls(**{name: data[name] for name in ARRAYS})
+                    raise ValueError(
+                        f"'{path}' lacks arrays {sorted(missing)}; needs time, qpos, ctrl and, where measured, qvel"
+                    )
+                arrays = {name: data[name] for name in ARRAYS if name in data.files}
+            if "qvel" not in arrays:
+                arrays["qvel"] = _unmeasured(path, arrays["time"], model)
+            return cls(**arrays)
         if path.suffix == ".csv":
             table = np.genfromtxt(path, delimiter=",", names=True)
             columns = table.dtype.names or ()
@@ -108,7 +118,10 @@ class Trajectory:
 
             if "time" not in columns:
                 raise ValueError(f"'{path}' has no time column")
-            return cls(time=np.atleast_1d(table["time"]), qpos=block("qpos"), qvel=block("qvel"), ctrl=block("ctrl"))
+            time = np.atleast_1d(table["time"])
+            measured = any(c.startswith("qvel_") for c in columns)
+            qvel = block("qvel") if measured else _unmeasured(path, time, model)
+            return cls(time=time, qpos=block("qpos"), qvel=qvel, ctrl=block("ctrl"))
         raise ValueError(f"unsupported trajectory file '{path}'; accepted: .npz, .csv")
 
     @classmethod
@@ -172,14 +185,43 @@ class Trajectory:
             if array.shape[1] != size:
                 raise ValueError(f"{name} has {array.shape[1]} columns but the model has {size_name}={size}")
         for name in ARRAYS:
-            array = getattr(self, name)
-            bad = ~np.isfinite(array.reshape(count, -1)).all(axis=1)
+            array = getattr(self, name).reshape(count, -1)
+            if name == "qvel":  # a velocity nobody measured is nan throughout
+                array = array[:, self.velocity_measured]
+            bad = ~np.isfinite(array).all(axis=1)
             if bad.any():
                 raise ValueError(
                     f"{name} has non-finite values (nan or inf) in rows {_rows(np.flatnonzero(bad))} "
                     f"of {count}; remove or fill them"
+                    + ("" if name != "qvel" else " (a velocity nobody measured is nan in every row)")
                 )
         self.stretches()
+
+    @property
+    def velocity_measured(self) -> np.ndarray:
+        """bool [nv]: which velocity coordinates were measured (a column of qvel that is nan throughout was not)."""
+        return ~np.isnan(self.qvel).all(axis=0)
+
+    def with_velocities_estimated(self, model: mujoco.MjModel) -> Trajectory:
+        """This trajectory with every unmeasured velocity (`velocity_measured`) estimated from the positions:
+        central differences of qpos within each contiguous stretch (`mj_differentiatePos`, so quaternions too),
+        one-sided at a stretch's ends, and zero in a stretch of one sample. Measured velocities stay."""
+        missing = ~self.velocity_measured
+        if not missing.any():
+            return self
+        estimate = np.zeros_like(self.qvel)
+        velocity = np.zeros(model.nv)
+        for stretch in self.stretches():
+            rows = np.arange(stretch.start, stretch.stop)
+            if len(rows) < 2:
+                continue
+            for i in rows:
+                before, after = max(i - 1, rows[0]), min(i + 1, rows[-1])
+                interval = self.time[after] - self.time[before]
+                mujoco.mj_differentiatePos(model, velocity, interval, self.qpos[before], self.qpos[after])
+                estimate[i] = velocity
+        qvel = np.where(missing, estimate, self.qvel)
+        return Trajectory(time=self.time, qpos=self.qpos, qvel=qvel, ctrl=self.ctrl)
 
     @property
     def dt(self) -> float:
@@ -220,6 +262,13 @@ class Trajectory:
         gaps = np.flatnonzero(steps > dt * (1 + JITTER_RTOL)) + 1
         bounds = [0, *gaps.tolist(), len(self.time)]
         return [slice(a, b) for a, b in itertools.pairwise(bounds)]
+
+
+def _unmeasured(path: Path, time: np.ndarray, model: mujoco.MjModel | None) -> np.ndarray:
+    """nan [T, nv]: the velocities of a file that has none."""
+    if model is None:
+        raise ValueError(f"'{path}' has no velocities (qvel); reading it needs the model, whose nv they would have")
+    return np.full((len(np.atleast_1d(time)), model.nv), np.nan)
 
 
 def _rows(rows: np.ndarray, shown: int = 5) -> str:

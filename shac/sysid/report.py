@@ -623,7 +623,11 @@ def recording_line(recording: dict) -> str:
 
 
 def _stds(noise: dict) -> str:
-    return ", ".join(f"{name} [{', '.join(f'{s:.3g}' for s in noise[name])}]" for name in ("qpos", "qvel"))
+    """'qpos [...], qvel [...]', a velocity nobody measured (None) shown as 'not measured'."""
+    return ", ".join(
+        f"{name} [{', '.join('not measured' if s is None else f'{s:.3g}' for s in noise[name])}]"
+        for name in ("qpos", "qvel")
+    )
 
 
 def least_identifiable_pair(report: dict) -> tuple[str, ...]:
