@@ -10,8 +10,10 @@ recording with that filter on its velocity. Each is fitted from the true model (
 differences, no spread starts), first with the noise estimated (the misfit compares the residuals
 with the third differences of the data), then with the noise given (the misfit compares them with
 it): the encoder's quantization step / sqrt(12) for the position, and for the velocity the rms of
-its error against the true velocity, what a calibration against a reference sensor would state.
-Per fit: the damping, whether it converged, the misfit (sound at most 3) and the noise it compares with.
+its error against the true velocity, what a calibration against a reference sensor would state;
+then with the velocity left out (nan: not measured, the positions alone fitted, their noise
+estimated). Per fit: the damping, whether it converged, the misfit (sound at most 3) and the noise it
+compares with ("-": a velocity not measured).
 """
 
 import dataclasses
@@ -63,10 +65,16 @@ def main() -> None:
     for name, data in variants.items():
         stated_qpos = step / np.sqrt(12) if "encoder" in name else 1e-3
         stated_qvel = float(np.sqrt(np.mean((data.qvel - exact.qvel) ** 2)))
-        for source, noise in (("estimated", None), ("given", (stated_qpos, stated_qvel))):
-            problem = Problem(guess_model, (DAMPING,), data, noise=noise)
+        blind = dataclasses.replace(data, qvel=np.full_like(data.qvel, np.nan))
+        ways = (
+            ("estimated", None, data),
+            ("given", (stated_qpos, stated_qvel), data),
+            ("velocity left out", None, blind),
+        )
+        for source, noise, recorded in ways:
+            problem = Problem(guess_model, (DAMPING,), recorded, noise=noise)
             result = fit(problem, steps=50, method="finite_difference", spread_fits=0)
-            compared = ", ".join(f"{n:.2g}" for n in problem.data_noise[0])
+            compared = ", ".join(f"{n:.2g}" if np.isfinite(n) else "-" for n in problem.data_noise[0])
             print(
                 f"| {name} | {source} | {result.values[0]:.4g} | {'yes' if result.converged else 'no'} | "
                 f"{result.misfit:.3g} | {compared} |",
