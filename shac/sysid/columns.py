@@ -29,8 +29,9 @@ for a position servo on a hinge joint (converted to radians). Every joint of
 the model needs a position column and every actuator a control column; a
 velocity column is optional per joint (a log of encoder positions alone leaves
 `qvel` out): a joint without one has its velocity unmeasured, nan in the
-trajectory, and the fit weighs its positions alone. The result is the native `Trajectory` (qpos, qvel and ctrl in the
-model's qpos, dof and actuator order), so the fit is the same either way.
+trajectory, and the fit weighs its positions alone. The result is the native
+`Trajectory` (qpos, qvel and ctrl in the model's qpos, dof and actuator order),
+so the fit is the same either way.
 Every problem with the map or the file is one `ValueError` line, raised before
 anything is fitted; rows are counted from 0 after the header, as `Trajectory.check`
 counts them, with the file's line number where the file is cited.
