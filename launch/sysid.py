@@ -101,7 +101,8 @@ class SysidArgs:
     qpos_noise: float = 0.0
     """Standard deviation of the position measurement noise (0: estimate it per coordinate)."""
     qvel_noise: float = 0.0
-    """Standard deviation of the velocity measurement noise (0: estimate it per coordinate)."""
+    """Standard deviation of the velocity measurement noise (0: estimate it per coordinate; with qpos_noise
+    given, only for recordings without velocities)."""
     steps: int = 50
     """Maximum Levenberg-Marquardt iterations."""
     spread_fits: int = 3
@@ -135,8 +136,11 @@ def parse(argv: list[str]) -> SysidArgs:
         sys.exit(f"spread_fits must be >= 0 and spread > 1, got spread_fits={args.spread_fits}, spread={args.spread}")
     if args.segment_seconds is not None and args.segment_seconds <= 0:
         sys.exit(f"segment_seconds must be > 0, got {args.segment_seconds}")
-    if (args.qpos_noise > 0) != (args.qvel_noise > 0) or min(args.qpos_noise, args.qvel_noise) < 0:
-        sys.exit(f"give both qpos_noise and qvel_noise > 0, or neither; got {args.qpos_noise} and {args.qvel_noise}")
+    if (args.qvel_noise > 0 and not args.qpos_noise > 0) or min(args.qpos_noise, args.qvel_noise) < 0:
+        sys.exit(
+            f"give both qpos_noise and qvel_noise > 0, qpos_noise alone (recordings without velocities), or "
+            f"neither; got {args.qpos_noise} and {args.qvel_noise}"
+        )
     files = data_files(args.data)
     if args.variants and len(args.variants) != len(files):
         sys.exit(
@@ -234,7 +238,7 @@ def main(argv: list[str]) -> None:
             ModelParameter.parse(key, model).write_mj(model, value)
         bounds = {key: Bounds(upper=value) for key, value in parse_assignments(args.upper).items()}
         signals.split(list(bounds))
-        noise = (args.qpos_noise, args.qvel_noise) if args.qpos_noise > 0 else None
+        noise = (args.qpos_noise, args.qvel_noise or None) if args.qpos_noise > 0 else None
         files = data_files(args.data)
         variants = [parse_assignments(v) for v in args.variants] or None
         trajectories = [Trajectory.load(f, model, args.columns, args.units) for f in files]

@@ -422,6 +422,12 @@ def test_without_velocities_the_positions_alone_identify_the_damping():
     recorded, differenced = data.qvel[problem.segments.start_rows, 0], problem.segments.measured[:, 0, 1]
     fitted_error = np.abs(result.start_states[:, 1] - recorded).max()
     assert fitted_error < 0.05 and fitted_error < np.abs(differenced - recorded).max()
+    # a stated position noise needs no velocity noise here, and does where velocities were measured
+    stated = fit(Problem(PENDULUM.mj_model, [DAMPING], blind, noise=(1e-3, None)), steps=30)
+    assert stated.converged and stated.noise_given and stated.noise.tolist() == [1e-3, np.inf]
+    assert stated.values[0] == pytest.approx(result.values[0], rel=1e-3)
+    with pytest.raises(ValueError, match=r"^a velocity noise is needed: the recordings measure velocities"):
+        Problem(PENDULUM.mj_model, [DAMPING], data, noise=(1e-3, None))
 
 
 def test_between_two_bounds_the_fit_steps_in_the_value_and_leaves_a_bound():
@@ -1107,6 +1113,17 @@ def test_the_launchers_accept_the_fits_jacobian_methods():
     from shac.tools.benchmarks.config import SYSID_METHODS
 
     assert sysid_launch.METHODS == SYSID_METHODS == fit_module.METHODS
+
+
+def test_the_launchers_noise_options_take_both_or_the_positions_alone():
+    from launch import sysid as sysid_launch
+
+    base = ["data=log.npz", "env=pendulum_swingup", f"params=[{DAMPING}]"]
+    assert sysid_launch.parse([*base, "qpos_noise=0.001"]).qvel_noise == 0.0  # for a log without velocities
+    assert sysid_launch.parse([*base, "qpos_noise=0.001", "qvel_noise=0.01"]).qvel_noise == 0.01
+    for bad in (["qvel_noise=0.01"], ["qpos_noise=-0.001"]):
+        with pytest.raises(SystemExit, match=r"^give both qpos_noise and qvel_noise > 0, qpos_noise alone"):
+            sysid_launch.parse([*base, *bad])
 
 
 def test_delayed_controls_take_earlier_commands_from_the_whole_recording():

@@ -176,7 +176,8 @@ class Problem:
         bounds: per-key bounds (default: positive, unbounded above, at least `LOG_FLOOR` of the initial value; for the
             delay [0, a tenth of the longest stretch], where only its upper bound is taken from here).
         noise: (qpos, qvel) noise standard deviations, each a scalar or one per
-            coordinate, for every recording; None estimates them per recording.
+            coordinate, for every recording; None estimates them per recording. qvel may be None where no
+            recording measured a velocity (`Trajectory.velocity_measured`).
         signal_values: values of signal parameters, e.g. {"signal:ctrl:delay": 0.02}:
             the initial guess of those in `keys`, fixed for the others (default 0).
         names: how messages name the recordings (e.g. their files; default
@@ -281,7 +282,12 @@ class Problem:
             self.noise, self.noise_given = self.data_noise.copy(), False
         else:
             qpos_noise = np.broadcast_to(np.asarray(noise[0], np.float64), (self.nq,))
-            qvel_noise = np.broadcast_to(np.asarray(noise[1], np.float64), (self.nv,))
+            if noise[1] is None and self.velocity_measured.any():
+                raise ValueError(
+                    "a velocity noise is needed: the recordings measure velocities (give the qpos and the qvel "
+                    "noise, or neither)"
+                )
+            qvel_noise = np.broadcast_to(np.asarray(np.inf if noise[1] is None else noise[1], np.float64), (self.nv,))
             given_noise = np.concatenate([qpos_noise, qvel_noise])
             if not (given_noise > 0).all():
                 raise ValueError(f"noise standard deviations must be > 0, got {given_noise.tolist()}")
