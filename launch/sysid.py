@@ -310,9 +310,9 @@ def main(argv: list[str]) -> None:
             else "the first fit kept (of least cost)"
         )
         print(
-            f"the fit from the initial values was not sound (converged, with residuals within {MISFIT_LIMIT:g} times "
-            f"the data's noise); {count} fit{'s' if count > 1 else ''} from spread starts (each parameter within "
-            f"{args.spread:g} times its initial value, the least-cost of {SPREAD_STARTS}) "
+            f"the fit from the initial values was not sound (a sound fit converges with residuals within "
+            f"{MISFIT_LIMIT:g} times the data's noise); {count} fit{'s' if count > 1 else ''} from spread starts "
+            f"(each parameter within {args.spread:g} times its initial value, the least-cost of {SPREAD_STARTS}) "
             f"{'were' if count > 1 else 'was'} run, {kept}"
         )
     motion = recorded_motion(model, tuple(args.params), problem.trajectories, args.env)

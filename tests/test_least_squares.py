@@ -145,6 +145,34 @@ def test_a_bounded_variable_stops_at_its_bound_and_the_fit_converges_there():
     np.testing.assert_allclose(np.concatenate([solution.theta[1:], solution.x.reshape(-1)]), held, atol=1e-8)
 
 
+@pytest.mark.parametrize("damping", [0.0, 0.5])
+def test_a_step_that_leaves_the_box_is_the_bounded_least_squares_step(damping):
+    """The projected step of linear residuals is the box-constrained least-squares step, against scipy's
+    bounded-variable least squares on the dense problem (the damping as extra rows sqrt(damping H_ii) d_i):
+    bounds cutting the unconstrained step of some variables, some variables starting at a bound."""
+    from scipy.optimize import lsq_linear
+
+    for seed in range(60):
+        r, a, b, dense = arrow_problem(seed=seed, shared=4)
+        rng = np.random.default_rng(seed)
+        unconstrained = np.linalg.lstsq(dense, -r.reshape(-1), rcond=None)[0][:4]
+        lower, upper = np.full(4, -np.inf), np.full(4, np.inf)
+        for i in range(4):
+            if rng.random() < 0.5:  # the bound cuts the variable's unconstrained step short
+                (lower if unconstrained[i] < 0 else upper)[i] = unconstrained[i] * rng.uniform(0, 1)
+            if rng.random() < 0.2:  # the variable starts at its lower bound
+                lower[i] = 0.0
+        normal = least_squares.Normal.build(r, a, b)
+        d_theta, d_x = least_squares.projected_step(normal, np.zeros(4), lower, upper, damping)
+        hessian = dense.T @ dense
+        rows = np.vstack([dense, np.diag(np.sqrt(damping * np.diag(hessian)))])
+        target = np.concatenate([-r.reshape(-1), np.zeros(len(hessian))])
+        free = np.full(len(hessian) - 4, np.inf)
+        bounds = (np.concatenate([lower, -free]), np.concatenate([upper, free]))
+        expected = lsq_linear(rows, target, bounds=bounds, method="bvls", tol=1e-14).x
+        np.testing.assert_allclose(np.concatenate([d_theta, d_x.reshape(-1)]), expected, atol=1e-7, err_msg=seed)
+
+
 @pytest.mark.parametrize("shared_kinked", [False, True])
 def test_a_stall_with_only_local_variables_left_to_move_counts_as_converged(shared_kinked):
     """Each of 2 blocks has a shared residual (theta - 1, or a constant 0.5 whose Jacobian says it moves) and a

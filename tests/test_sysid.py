@@ -957,12 +957,10 @@ def heavy_cart_fit(seconds, **kwargs):
 @pytest.mark.parametrize("seconds", [5.0, 10.0])
 def test_a_fit_that_is_not_sound_restarts_from_spread_starts_and_keeps_the_first_sound_one(seconds):
     problem, alone = heavy_cart_fit(seconds, spread_fits=0)
-    # from the model's 1 kg cart: 5 s stops unconverged, the cart at 2,400 kg; 10 s converges to a wrong
-    # minimum (the cart at 0.38 kg, the hinge stuck by friction of 1e10 N m) with residuals 160 times the noise
-    if seconds == 5.0:
-        assert not alone.converged and alone.values[0] > 100
-    else:
-        assert alone.converged and alone.misfit > 100 and alone.values[2] > 1e6
+    # from the model's 1 kg cart the fit ends far from the truth and unconverged: 5 s with the cart at hundreds
+    # of tonnes, 10 s with both masses at hundreds of kg and the hinge stuck by a friction of about 1e10 N m,
+    # residuals 30 times the noise and more
+    assert not alone.converged and alone.values[0] > 100 and alone.values[2] > 1e6 and alone.misfit > 10
     assert alone.spread_fits == 0 and alone.spread_start is None and not fit_module.sound(alone)
     _, result = heavy_cart_fit(seconds)
     starts = fit_module.spread_starts(problem, problem.initial_values, 1.0 / problem.noise, "finite_difference")

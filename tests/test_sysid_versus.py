@@ -56,6 +56,46 @@ def test_coverage_arithmetic():
         assert stats["a"]["coverage"] == pytest.approx(1 / 3)
         assert stats["a"]["median_relative_error"] == pytest.approx(0.1)
         assert stats["b"]["median_relative_error"] == pytest.approx(0.0)
+        assert stats["lower_median_error"] == 0  # the same fits for both tools: a tie on every dataset
+
+
+def test_a_fit_that_raises_is_scored_as_failed_and_the_benchmark_goes_on(monkeypatch):
+    """mujoco.sysid raising on one dataset (as its time series does after an unstable trial model's rollout) is a
+    failed fit of that dataset, counted against it, and the next dataset is fitted; a missing install still stops."""
+    import envs
+
+    env = envs.make("pendulum_swingup")
+    keys = ("joint:hinge:damping",)
+    models = versus_mujoco.models(env, {keys[0]: 0.137}, {}, 10.0)
+    ours = versus_mujoco.scored([0.138], [0.136], [0.140], [0.137], True, "converged", 4, 0.5)
+    monkeypatch.setattr(versus_mujoco, "fit_shac", lambda *args: ours)
+    outcomes = iter([ValueError("times must be strictly increasing"), ours])
+
+    def fit_mujoco(*args):
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(versus_mujoco, "fit_mujoco", fit_mujoco)
+    comparisons, _ = versus_mujoco.run(
+        env, *models, keys, 2, 1.0, 0.01, 1.0, (1e-4, 1e-4), (1e-3, 1e-3), 5, 10.0, 0, method="finite_difference"
+    )
+    raised = comparisons[0].fits["mujoco.sysid"]
+    assert raised.status == "raised ValueError: times must be strictly increasing"
+    assert not raised.converged and raised.covered == [False] and raised.relative_errors == [float("inf")]
+    assert comparisons[1].fits["mujoco.sysid"] is ours
+    summary = versus_mujoco.summarize(comparisons, keys)
+    assert summary["mujoco.sysid"]["converged"] == 1 and summary["shac"]["converged"] == 2
+    assert (summary["shac"]["lower_median_error"], summary["mujoco.sysid"]["lower_median_error"]) == (1, 0)
+    assert "shac on 1, mujoco.sysid on 0 of 2." in versus_mujoco.table(summary, keys, {keys[0]: 0.137})
+
+    def not_installed(*args):
+        raise ImportError("no extra")
+
+    monkeypatch.setattr(versus_mujoco, "fit_mujoco", not_installed)
+    with pytest.raises(ImportError, match="no extra"):
+        versus_mujoco.run(env, *models, keys, 1, 1.0, 0.01, 1.0, (1e-4, 1e-4), (1e-3, 1e-3), 5, 10.0, 0)
 
 
 def test_delay_is_refused():

@@ -88,8 +88,8 @@ SPREAD_FITS = 3
 """`fit`'s defaults when the fit from the initial values is not `sound`: `SPREAD_STARTS` starts with
 every model parameter within `SPREAD` times its initial value (`spread_starts`), and fits from the
 `SPREAD_FITS` of least cost until one is. On a cart-pole whose cart was 4 times the model's, fits from
-the model's values ended with the cart at 2,400 kg (not converged) or 0.38 kg (converged, the residuals
-160 times the noise); the best spread start converged to the truth (docs/sysid.md, "Spread starts")."""
+the model's values ended unconverged with the cart at hundreds of kilograms or more; the best spread start
+converged to the truth (docs/sysid.md, "Spread starts")."""
 ROLLOUT_BYTES = 2**28
 """The most memory one C rollout's states may take (the finite-difference Jacobian simulates in chunks)."""
 

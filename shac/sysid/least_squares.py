@@ -36,9 +36,10 @@ already computed); the iteration ends only on a computed Jacobian, so the tests
 and the covariance never rest on a secant one.
 
 Shared variables may have box bounds (`lower`, `upper`; a control delay of 0 is
-a value the fit must be able to take). A step is projected: a variable at a
-bound that the step would carry outside is held there (the step is solved for
-the others), and a step that crosses a bound from inside is shortened to it.
+a value the fit must be able to take). A step is the linearised model's best
+within the box (`projected_step`): a variable at a bound that the step would
+carry outside is held there, one that the step carries across a bound from
+inside is held at that bound, and the step is solved again for the others.
 Convergence is judged on that projected Gauss-Newton step.
 """
 
@@ -76,26 +77,36 @@ class Normal:
             gx=np.einsum("srn,sr->sn", local, residuals),
         )
 
-    def solve(self, damping: float = 0.0, held: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The step (d_theta [P], d_x [S, n]) solving (H + damping diag(H)) d = -g.
-
-        The reduced P x P system is solved by least squares, so directions the
-        data does not determine get no step instead of an infinite one.
-
-        Args:
-            held: bool [P], shared variables that do not move (their step is 0;
-                the others are solved for); default none.
-        """
+    def reduced(self, damping: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The damped system with the local blocks eliminated: (R [P, P], rhs [P], xx^-1 xt [S, n, P],
+        xx^-1 gx [S, n]); the shared step solves R d_theta = rhs, and d_x = -xx^-1 gx - xx^-1 xt d_theta."""
         xx = self.xx + damping * _diagonal_matrix(self.xx)
         tt = self.tt + damping * np.diag(np.diag(self.tt))
         xx_inv_xt = np.linalg.solve(xx, np.swapaxes(self.tx, 1, 2))  # [S, n, P]
         xx_inv_gx = np.linalg.solve(xx, self.gx[..., None])[..., 0]  # [S, n]
         reduced = tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
         rhs = -self.gt + np.einsum("spn,sn->p", self.tx, xx_inv_gx)
+        return reduced, rhs, xx_inv_xt, xx_inv_gx
+
+    def solve(
+        self, damping: float = 0.0, held: np.ndarray | None = None, held_step: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The step (d_theta [P], d_x [S, n]) solving (H + damping diag(H)) d = -g.
+
+        The reduced P x P system is solved by least squares, so directions the
+        data does not determine get no step instead of an infinite one.
+
+        Args:
+            held: bool [P], shared variables whose step is given (`held_step`, default 0; the others are
+                solved for); default none.
+            held_step: [P] the held variables' steps (the others' entries are ignored).
+        """
+        reduced, rhs, xx_inv_xt, xx_inv_gx = self.reduced(damping)
         free = np.ones(len(rhs), bool) if held is None else ~held
-        d_theta = np.zeros(len(rhs))
+        d_theta = np.zeros(len(rhs)) if held_step is None else np.where(free, 0.0, held_step)
         if free.any():
-            d_theta[free] = np.linalg.lstsq(reduced[np.ix_(free, free)], rhs[free], rcond=1e-12)[0]
+            rhs_free = rhs[free] - reduced[np.ix_(free, ~free)] @ d_theta[~free]
+            d_theta[free] = np.linalg.lstsq(reduced[np.ix_(free, free)], rhs_free, rcond=1e-12)[0]
         d_x = -xx_inv_gx - np.einsum("snp,p->sn", xx_inv_xt, d_theta)
         return d_theta, d_x
 
@@ -186,24 +197,35 @@ class Solution:
 def projected_step(
     normal: Normal, theta: np.ndarray, lower: np.ndarray, upper: np.ndarray, damping: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The damped step (d_theta [P], d_x [S, n]) that keeps lower <= theta + d_theta <= upper.
+    """The damped step (d_theta [P], d_x [S, n]) of the model's least cost within lower <= theta + d_theta <= upper.
 
-    Variables at a bound that the step would carry outside are held, and the
-    step is solved again for the others, until none is; a step that then
-    crosses a bound from inside is shortened to it (the local variables follow
-    the shortened step).
+    An active set: of the variables the step would carry out of the box (or further out, from a bound), the
+    one that leaves it first (the shortest fraction of its step) is held at that bound and the step is solved
+    again for the others; once none leaves, a held variable whose model cost would fall if it moved back
+    inside is released, the most downhill first, and so on. Shortening the leaving variables alone would keep
+    the others' steps, which were solved for a step outside the box (a friction below 0 paid for by a damping
+    4 times too large).
     """
-    held = np.zeros(len(theta), bool)
-    while True:
-        d_theta, d_x = normal.solve(damping, held)
-        outward = ~held & (((theta <= lower) & (d_theta < 0)) | ((theta >= upper) & (d_theta > 0)))
-        if not outward.any():
+    reduced, rhs, _, _ = normal.reduced(damping)
+    held, held_step = np.zeros(len(theta), bool), np.zeros(len(theta))
+    for _ in range(4 * len(theta) + 4):  # each pass holds or releases one variable; cycling is not expected
+        d_theta, d_x = normal.solve(damping, held, held_step)
+        target = np.clip(theta + d_theta, lower, upper)
+        leaving = ~held & (target != theta + d_theta)
+        if leaving.any():
+            fraction = np.where(leaving, np.abs(target - theta) / np.maximum(np.abs(d_theta), 1e-300), np.inf)
+            first = int(np.argmin(fraction))
+            held[first], held_step[first] = True, target[first] - theta[first]
+            continue
+        downhill = reduced @ d_theta - rhs  # the model cost's gradient in d_theta, the local blocks following
+        at_lower = theta + held_step <= lower
+        scale = np.sqrt(np.clip(np.diag(reduced), 1e-300, None)) * (np.abs(d_theta) + 1e-12)
+        wrong = held & np.where(at_lower, downhill < -1e-9 * scale, downhill > 1e-9 * scale)
+        if not wrong.any():
             break
-        held |= outward
-    inside = np.clip(theta + d_theta, lower, upper) - theta
-    if np.array_equal(inside, d_theta):
-        return d_theta, d_x
-    return inside, normal.local_step(inside, damping)
+        release = int(np.argmax(np.where(wrong, np.abs(downhill), -np.inf)))
+        held[release], held_step[release] = False, 0.0
+    return d_theta, d_x
 
 
 def levenberg_marquardt(

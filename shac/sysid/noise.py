@@ -47,10 +47,10 @@ def misfit(residuals: np.ndarray, noise: np.ndarray, groups: np.ndarray, data_no
     most over the coordinates and recordings.
 
     A wrong minimum can pass every test of convergence: on a cart-pole, parameters with the pole's hinge
-    stuck by friction of 1e10 N m converged with the residuals 160 times the noise, and the noise estimated
-    from those residuals would call them noise. The third differences of the data do not depend on the fit.
-    They do not see noise a filter smoothed or a quantizer held, so on such signals a right fit can exceed
-    `MISFIT_LIMIT` too: a stated noise level then replaces them.
+    stuck by friction of 1e10 N m converged (before the steps stayed within the bounds) with the residuals 160
+    times the noise, and the noise estimated from those residuals would call them noise. The third
+    differences of the data do not depend on the fit. They do not see noise a filter smoothed or a quantizer
+    held, so on such signals a right fit can exceed `MISFIT_LIMIT` too: a stated noise level then replaces them.
 
     Args:
         residuals: [S, L * nx] weighted by 1 / `noise` of each segment's recording.
