@@ -19,13 +19,14 @@ Hydra and call `headless_rendering` before importing `shac`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from launch.runtime import configure_runtime
 
@@ -38,8 +39,8 @@ def parse(schema: type[Args], argv: Sequence[str], usage: str, positional: str |
     """`argv`'s `key=value` arguments merged onto the defaults of the dataclass `schema`.
 
     With `positional`, one argument without `=` is the value of that field.
-    Exits with `usage` and the reason on an unknown key, a mistyped value, a
-    missing required one or a stray argument.
+    Exits with `usage` and the reason on an unknown key (naming the options, and the
+    nearest one), a mistyped value, a missing required one or a stray argument.
     """
     argv = list(argv)
     bare = [a for a in argv if "=" not in a]
@@ -50,6 +51,13 @@ def parse(schema: type[Args], argv: Sequence[str], usage: str, positional: str |
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.from_dotlist(list(argv)))
         return OmegaConf.to_object(merged)
+    except ConfigKeyError as e:
+        names = [field.name for field in dataclasses.fields(schema)]
+        close = difflib.get_close_matches(str(e.key), names, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        sys.exit(f"{usage}\nerror: unknown option '{e.key}'{hint}; the options: {', '.join(names)}")
+    except MissingMandatoryValue as e:
+        sys.exit(f"{usage}\nerror: missing required option '{e.key}'")
     except OmegaConfBaseException as e:
         sys.exit(f"{usage}\nerror: {str(e).splitlines()[0]}")
 
