@@ -110,12 +110,6 @@ class Normal:
         d_x = -xx_inv_gx - np.einsum("snp,p->sn", xx_inv_xt, d_theta)
         return d_theta, d_x
 
-    def local_step(self, d_theta: np.ndarray, damping: float = 0.0) -> np.ndarray:
-        """[S, n] the best step of the local variables given the shared step `d_theta` [P]."""
-        xx = self.xx + damping * _diagonal_matrix(self.xx)
-        rhs = self.gx + np.einsum("spn,p->sn", self.tx, d_theta)
-        return -np.linalg.solve(xx, rhs[..., None])[..., 0]
-
     def product(self, d_theta: np.ndarray, d_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """H d for a step d = (d_theta [P], d_x [S, n])."""
         return (
@@ -218,9 +212,9 @@ def projected_step(
             held[first], held_step[first] = True, target[first] - theta[first]
             continue
         downhill = reduced @ d_theta - rhs  # the model cost's gradient in d_theta, the local blocks following
+        rounding = 1e-9 * (np.abs(reduced) @ np.abs(d_theta) + np.abs(rhs))  # below this a gradient is 0
         at_lower = theta + held_step <= lower
-        scale = np.sqrt(np.clip(np.diag(reduced), 1e-300, None)) * (np.abs(d_theta) + 1e-12)
-        wrong = held & np.where(at_lower, downhill < -1e-9 * scale, downhill > 1e-9 * scale)
+        wrong = held & np.where(at_lower, downhill < -rounding, downhill > rounding)
         if not wrong.any():
             break
         release = int(np.argmax(np.where(wrong, np.abs(downhill), -np.inf)))
