@@ -77,38 +77,22 @@ class Normal:
             gx=np.einsum("srn,sr->sn", local, residuals),
         )
 
-    def reduced(self, damping: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The damped system with the local blocks eliminated: (R [P, P], rhs [P], xx^-1 xt [S, n, P],
-        xx^-1 gx [S, n]); the shared step solves R d_theta = rhs, and d_x = -xx^-1 gx - xx^-1 xt d_theta."""
+    def reduced(self, damping: float = 0.0) -> Reduced:
+        """The damped system (H + damping diag(H)) d = -g with the local blocks eliminated."""
         xx = self.xx + damping * _diagonal_matrix(self.xx)
         tt = self.tt + damping * np.diag(np.diag(self.tt))
         xx_inv_xt = np.linalg.solve(xx, np.swapaxes(self.tx, 1, 2))  # [S, n, P]
         xx_inv_gx = np.linalg.solve(xx, self.gx[..., None])[..., 0]  # [S, n]
-        reduced = tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
-        rhs = -self.gt + np.einsum("spn,sn->p", self.tx, xx_inv_gx)
-        return reduced, rhs, xx_inv_xt, xx_inv_gx
+        return Reduced(
+            matrix=tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt),
+            rhs=-self.gt + np.einsum("spn,sn->p", self.tx, xx_inv_gx),
+            xx_inv_xt=xx_inv_xt,
+            xx_inv_gx=xx_inv_gx,
+        )
 
-    def solve(
-        self, damping: float = 0.0, held: np.ndarray | None = None, held_step: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The step (d_theta [P], d_x [S, n]) solving (H + damping diag(H)) d = -g.
-
-        The reduced P x P system is solved by least squares, so directions the
-        data does not determine get no step instead of an infinite one.
-
-        Args:
-            held: bool [P], shared variables whose step is given (`held_step`, default 0; the others are
-                solved for); default none.
-            held_step: [P] the held variables' steps (the others' entries are ignored).
-        """
-        reduced, rhs, xx_inv_xt, xx_inv_gx = self.reduced(damping)
-        free = np.ones(len(rhs), bool) if held is None else ~held
-        d_theta = np.zeros(len(rhs)) if held_step is None else np.where(free, 0.0, held_step)
-        if free.any():
-            rhs_free = rhs[free] - reduced[np.ix_(free, ~free)] @ d_theta[~free]
-            d_theta[free] = np.linalg.lstsq(reduced[np.ix_(free, free)], rhs_free, rcond=1e-12)[0]
-        d_x = -xx_inv_gx - np.einsum("snp,p->sn", xx_inv_xt, d_theta)
-        return d_theta, d_x
+    def solve(self, damping: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The step (d_theta [P], d_x [S, n]) solving (H + damping diag(H)) d = -g (`Reduced.step`)."""
+        return self.reduced(damping).step()
 
     def product(self, d_theta: np.ndarray, d_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """H d for a step d = (d_theta [P], d_x [S, n])."""
@@ -141,6 +125,41 @@ class Normal:
         """[P, P] the Schur complement: information about theta with the local blocks free."""
         xx_inv_xt = np.linalg.solve(self.xx, np.swapaxes(self.tx, 1, 2))
         return self.tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """Damped normal equations with the local blocks eliminated by their Schur complement: the shared step
+    solves matrix d_theta = rhs, and the local steps follow, d_x = -xx_inv_gx - xx_inv_xt d_theta.
+
+    Attributes:
+        matrix: [P, P]; rhs: [P]; xx_inv_xt: [S, n, P]; xx_inv_gx: [S, n].
+    """
+
+    matrix: np.ndarray
+    rhs: np.ndarray
+    xx_inv_xt: np.ndarray
+    xx_inv_gx: np.ndarray
+
+    def step(
+        self, held: np.ndarray | None = None, held_step: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The step (d_theta [P], d_x [S, n]).
+
+        The shared system is solved by least squares, so directions the data does not determine get no
+        step instead of an infinite one.
+
+        Args:
+            held: bool [P], shared variables whose step is given (`held_step`, default 0; the others are
+                solved for); default none.
+            held_step: [P] the held variables' steps (the others' entries are ignored).
+        """
+        free = np.ones(len(self.rhs), bool) if held is None else ~held
+        d_theta = np.zeros(len(self.rhs)) if held_step is None else np.where(free, 0.0, held_step)
+        if free.any():
+            rhs_free = self.rhs[free] - self.matrix[np.ix_(free, ~free)] @ d_theta[~free]
+            d_theta[free] = np.linalg.lstsq(self.matrix[np.ix_(free, free)], rhs_free, rcond=1e-12)[0]
+        return d_theta, -self.xx_inv_gx - np.einsum("snp,p->sn", self.xx_inv_xt, d_theta)
 
 
 def leverages(shared: np.ndarray, local: np.ndarray, normal: Normal) -> np.ndarray:
@@ -200,10 +219,10 @@ def projected_step(
     the others' steps, which were solved for a step outside the box (a friction below 0 paid for by a damping
     4 times too large).
     """
-    reduced, rhs, _, _ = normal.reduced(damping)
+    system = normal.reduced(damping)
     held, held_step = np.zeros(len(theta), bool), np.zeros(len(theta))
     for _ in range(4 * len(theta) + 4):  # each pass holds or releases one variable; cycling is not expected
-        d_theta, d_x = normal.solve(damping, held, held_step)
+        d_theta, d_x = system.step(held, held_step)
         target = np.clip(theta + d_theta, lower, upper)
         leaving = ~held & (target != theta + d_theta)
         if leaving.any():
@@ -211,8 +230,8 @@ def projected_step(
             first = int(np.argmin(fraction))
             held[first], held_step[first] = True, target[first] - theta[first]
             continue
-        downhill = reduced @ d_theta - rhs  # the model cost's gradient in d_theta, the local blocks following
-        rounding = 1e-9 * (np.abs(reduced) @ np.abs(d_theta) + np.abs(rhs))  # below this a gradient is 0
+        downhill = system.matrix @ d_theta - system.rhs  # the model cost's gradient in d_theta, the locals following
+        rounding = 1e-9 * (np.abs(system.matrix) @ np.abs(d_theta) + np.abs(system.rhs))  # below this a gradient is 0
         at_lower = theta + held_step <= lower
         wrong = held & np.where(at_lower, downhill < -rounding, downhill > rounding)
         if not wrong.any():
