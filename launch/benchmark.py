@@ -234,9 +234,8 @@ def sysid(config: BenchmarkConfig, out: Path, meta: dict) -> dict:
     except ValueError as e:
         sys.exit(f"config error: {e}")
     data = (options.datasets, options.seconds, options.dt, options.max_hz, options.qpos_noise, options.qvel_noise)
-    _, results["shac_compile_s"] = versus_mujoco.run(
-        env, *models, keys, *data, options.steps, options.upper, config.seed, save, options.method
-    )
+    fitting = (options.steps, options.upper, config.seed, save, options.method, options.join_segments)
+    _, results["shac_compile_s"] = versus_mujoco.run(env, *models, keys, *data, *fitting)
     return results
 
 
@@ -277,7 +276,8 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
         keys, options = tuple(results["keys"]), results["options"]
         truth = dict(zip(keys, results["datasets"][0]["truth"], strict=True))
         attributes = dict.fromkeys(key.rsplit(":", 1)[1] for key in keys)
-        section = "_".join(["sysid_versus_mujoco", options["model"], *attributes])
+        joined = ["joined"] if options.get("join_segments") else []
+        section = "_".join(["sysid_versus_mujoco", options["model"], *attributes, *joined])
         table = versus_mujoco.table(results["summary"], keys, truth)
         table += (
             "\n\nThis project's warm-up, a one-step fit of the first dataset that compiles its functions "
@@ -285,6 +285,8 @@ def render(results: dict, out: Path) -> tuple[str, str, list[Path]]:
         )
         if options.get("method", "autodiff") != "autodiff":
             table += f" Its Jacobians: {options['method']} (`sysid.method`)."
+        if joined:
+            table += " Its fits end in single shooting from their estimates (`sysid.join_segments`)."
         return section, table, []
     if results["suite"] == "learning":
         records = [{"config": run.get("config", "default"), **r} for run in results["runs"] for r in run["records"]]

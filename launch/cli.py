@@ -55,7 +55,10 @@ def parse(schema: type[Args], argv: Sequence[str], usage: str, positional: str |
         names = [field.name for field in dataclasses.fields(schema)]
         close = difflib.get_close_matches(str(e.key), names, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        sys.exit(f"{usage}\nerror: unknown option '{e.key}'{hint}; the options: {', '.join(names)}")
+        if e.key == "hydra":
+            hint = " (this command is not a Hydra app: its options are the ones below)"
+        typed = next((a.partition("=")[0] for a in argv if a.partition("=")[0].split(".")[0] == e.key), e.key)
+        sys.exit(f"{usage}\nerror: unknown option '{typed}'{hint}; the options: {', '.join(names)}")
     except MissingMandatoryValue as e:
         sys.exit(f"{usage}\nerror: missing required option '{e.key}'")
     except OmegaConfBaseException as e:

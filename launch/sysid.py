@@ -98,6 +98,10 @@ class SysidArgs:
     contacts show (a foot's friction) is then flagged unresolved."""
     segment_seconds: float | None = None
     """Duration of each multiple-shooting segment (default: about 1 s, at most a fifth of the data)."""
+    join_segments: bool = False
+    """Then fit again with every recording one segment (single shooting) from the estimates, kept if it converges
+    with residuals at the noise: narrower intervals where the model is right (docs/sysid.md, "What multiple
+    shooting costs"); needs stretches of data of one length."""
     qpos_noise: float = 0.0
     """Standard deviation of the position measurement noise (0: estimate it per coordinate)."""
     qvel_noise: float = 0.0
@@ -224,7 +228,7 @@ def main(argv: list[str]) -> None:
     import envs
     from envs.physics.parameters import ModelParameter
     from shac.sysid import signals
-    from shac.sysid.fit import SPREAD_STARTS, Problem, fit, residuals_function
+    from shac.sysid.fit import SPREAD_STARTS, Problem, fit, join_segments, residuals_function
     from shac.sysid.noise import MISFIT_LIMIT, reported_noise, residual_rms
     from shac.sysid.parameters import Bounds, parse_assignments
     from shac.sysid.recording import SPACING_RTOL, Trajectory
@@ -283,6 +287,9 @@ def main(argv: list[str]) -> None:
         spread_fits=args.spread_fits,
         spread=args.spread,
     )
+    if args.join_segments:
+        problem, result = join_segments(problem, result, args.steps, method=args.method, on_step=progress)
+        print(f"single shooting from these estimates (the segments joined): {result.joined}")
     fit_seconds = time.perf_counter() - fit_started
     if result.delay_start is not None:
         candidates = problem.delay_candidates()
@@ -349,6 +356,7 @@ def main(argv: list[str]) -> None:
         "floor_restart": list(result.floor_restart),
         "spread_fits": result.spread_fits,
         "spread_start": None if result.spread_start is None else result.spread_start.tolist(),
+        "joined": result.joined,
         "misfit": result.misfit,
         "steps": result.steps,
         "step_length": result.step_length,

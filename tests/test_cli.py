@@ -35,7 +35,12 @@ OPTIONS = "the options: data, params, steps"
     ("argv", "error"),
     [
         (["data=x", "parms=[a]"], f"error: unknown option 'parms' (did you mean 'params'?); {OPTIONS}"),
-        (["data=x", "hydra.run.dir=out"], f"error: unknown option 'hydra'; {OPTIONS}"),
+        (
+            ["data=x", "hydra.run.dir=out"],
+            f"error: unknown option 'hydra.run.dir' (this command is not a Hydra app: its options are the ones below); "
+            f"{OPTIONS}",
+        ),
+        (["steps=1", "dat.file=x"], f"error: unknown option 'dat.file' (did you mean 'data'?); {OPTIONS}"),
         (["data=x", "steps=many"], "error: Value 'many' of type 'str' could not be converted to Integer"),
         (["params=[a]"], "error: missing required option 'data'"),
         (["data=x", "stray"], "error: unexpected argument 'stray'"),

@@ -496,6 +496,48 @@ def test_a_fit_stopped_at_its_step_limit_is_not_converged():
     assert lines[1].startswith("MISFIT: the residuals are 160 times the noise the data show: the model does not")
 
 
+def test_joined_segments_fit_one_start_state_per_recording_from_the_first_fit_and_narrow_the_interval():
+    # 10 s every 0.05 s (201 samples): the default cut is 10 segments of 0.95 s; joined, one of 10 s
+    problem = Problem(PENDULUM.mj_model, [DAMPING], random_recording(0.05, seed=1))
+    first = fit(problem, method="finite_difference")
+    joined_problem, result = fit_module.join_segments(problem, first, method="finite_difference")
+    assert first.converged and first.joined == "" and result.joined == "kept" and result.converged
+    assert len(problem.segments.start_rows) == 10 and len(first.start_states) == 10  # the problem is not changed
+    assert joined_problem.segments.start_rows.tolist() == [0] and joined_problem.segment_length == 201
+    assert result.start_states.shape == (1, 2) and result.residuals.shape == (1, 201 * 2)
+    # weighted by the first fit's noise, still reported as estimated; every fit's steps and Jacobians counted
+    np.testing.assert_array_equal(result.noise, first.noise)
+    assert not result.noise_given and result.noise_rounds == first.noise_rounds
+    assert result.steps > first.steps and result.jacobians > first.jacobians
+    # one start state instead of ten: more information, an estimate within its standard error of the first's,
+    # and an interval that still covers the truth
+    se_first, se = (float(np.sqrt(1 / r.information[0, 0])) for r in (first, result))
+    assert se < se_first and abs(result.values[0] - first.values[0]) < se_first
+    entry = analyze((DAMPING,), result.values, result.information, result.converged)["parameters"][DAMPING]
+    assert entry["ci95"][0] <= 0.137 <= entry["ci95"][1]
+
+
+def test_joined_segments_keep_the_multiple_shooting_fit_where_single_shooting_is_not_sound_or_not_possible():
+    data = random_recording(0.05, seed=1)
+    problem = Problem(PENDULUM.mj_model, [DAMPING], data)
+    first = fit(problem, method="finite_difference")
+    kept_problem, kept = fit_module.join_segments(problem, first, steps=0, method="finite_difference")
+    assert kept_problem is problem and kept.joined == "not kept: the single-shooting fit did not converge"
+    np.testing.assert_array_equal(kept.values, first.values)
+    assert kept.steps == first.steps and kept.jacobians == first.jacobians + 1  # the joined fit's first Jacobian
+    unsound = fit(problem, steps=1, method="finite_difference", spread_fits=0)
+    _, kept = fit_module.join_segments(problem, unsound, method="finite_difference")
+    assert kept.joined == "not tried: the multiple-shooting fit is not sound" and kept.jacobians == unsound.jacobians
+    # two recordings of one length: one segment each; of two lengths: not joined, and said why
+    two = Problem(PENDULUM.mj_model, [DAMPING], [data, random_recording(0.05, seed=2)])
+    joined = two.joined(np.ones((2, 2)))
+    assert joined.segments.start_rows.tolist() == [0, 201] and joined.segment_recording.tolist() == [0, 1]
+    assert joined.noise_given and len(two.segments.start_rows) == 20 and not two.noise_given
+    mixed = Problem(PENDULUM.mj_model, [DAMPING], [data, random_recording(0.05, seed=2, seconds=5.0)])
+    with pytest.raises(ValueError, match=r"^the stretches of data are 101 to 201 samples long; one segment per"):
+        mixed.joined(np.ones((2, 2)))
+
+
 def test_problem_rejects_data_that_cannot_hold_one_segment_and_reports_gaps():
     data = random_recording(0.05, seed=2, seconds=2.0)
     with pytest.raises(
@@ -750,6 +792,18 @@ def test_sysid_cli_writes_report_and_figure(tmp_path):
     assert 0 < report["fit_seconds"] <= report["process_seconds"]
     timing = f"fit {report['fit_seconds']:.1f} s of {report['process_seconds']:.1f} s in this process"
     assert f"{timing} (the rest: start-up, reading the data, the report, the figure, writing)\n" in result.stdout
+    assert (tmp_path / "out" / "landscape.png").stat().st_size > 1000
+
+
+def test_sysid_cli_joins_the_segments_when_asked(tmp_path):
+    random_recording(0.05, seed=3).save(tmp_path / "pend.npz")
+    result = run_sysid(tmp_path / "pend.npz", tmp_path / "out", "join_segments=true")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "single shooting from these estimates (the segments joined): kept\n" in result.stdout
+    report = json.loads((tmp_path / "out" / "sysid.json").read_text())
+    assert report["joined"] == "kept" and report["segments"] == {"count": 1, "seconds": pytest.approx(10.0)}
+    assert report["converged"] is True and report["noise"]["source"] == "estimated from the residuals"
+    assert report["parameters"][DAMPING]["estimate"] == pytest.approx(0.137, rel=0.01)
     assert (tmp_path / "out" / "landscape.png").stat().st_size > 1000
 
 

@@ -12,18 +12,34 @@ from shac.tools.benchmarks.config import validate_benchmark
 from tests.test_benchmark import benchmark_config
 
 
-@pytest.mark.parametrize("method", ["autodiff", "finite_difference"])
-def test_both_tools_recover_damping_on_a_short_recording(method):
+@pytest.mark.parametrize(
+    ("method", "joined"), [("autodiff", False), ("finite_difference", False), ("finite_difference", True)]
+)
+def test_both_tools_recover_damping_on_a_short_recording(method, joined):
     """4 s of the pendulum at damping 0.137 with little noise, both fits from 0.05: within 1% of the truth,
-    with this project's Jacobians from MJX or from MuJoCo's C rollouts."""
+    with this project's Jacobians from MJX or from MuJoCo's C rollouts, and its fit ending in single shooting."""
     import envs
 
     env = envs.make("pendulum_swingup")
     keys = ("joint:hinge:damping",)
     models = versus_mujoco.models(env, {keys[0]: 0.137}, {}, 10.0)
     (comparison,), compile_s = versus_mujoco.run(
-        env, *models, keys, 1, 4.0, 0.01, 1.0, (1e-4, 1e-4), (1e-3, 1e-3), 50, 10.0, 0, method=method
+        env,
+        *models,
+        keys,
+        1,
+        4.0,
+        0.01,
+        1.0,
+        (1e-4, 1e-4),
+        (1e-3, 1e-3),
+        50,
+        10.0,
+        0,
+        method=method,
+        join_segments=joined,
     )
+    assert comparison.fits["shac"].status == "converged" + (" (segments joined: kept)" if joined else "")
     assert comparison.truth == pytest.approx([0.137])
     assert compile_s > 0
     assert set(comparison.fits) == set(versus_mujoco.TOOLS)

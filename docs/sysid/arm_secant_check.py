@@ -12,9 +12,7 @@ or not, unlike the benchmark, which counts an unconverged fit's as missing), and
 the median relative error. The seconds are this machine's at the time; the counts do not depend on it.
 """
 
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -22,42 +20,21 @@ from launch.runtime import configure_runtime
 
 configure_runtime()
 
-import envs  # noqa: E402
-from shac.sysid import coverage, versus_mujoco  # noqa: E402
+from arm_comparison import ArmComparison  # noqa: E402
+
 from shac.sysid.fit import Problem, fit  # noqa: E402
-from shac.sysid.parameters import parse_assignments  # noqa: E402
 from shac.sysid.report import analyze  # noqa: E402
 
-RESULTS = (
-    Path(__file__).parents[1] / "benchmarks/sysid_versus_mujoco_arm_reach_armature_damping_frictionloss_kp/results.json"
-)
 SETTINGS = [(0.0, None), (1.0, None), (10.0, None), (np.inf, None), (1.0, 2.0), (1.0, 4.0)]
 
-options = json.loads(RESULTS.read_text())["options"]
-true_values, initial_values = parse_assignments(options["true_params"]), parse_assignments(options["init"])
-keys = tuple(true_values)
-truth = np.array([true_values[key] for key in keys])
-env = envs.make("arm_reach")
-true_model, guess_model = versus_mujoco.models(env, true_values, initial_values, options["upper"])
-limits = dict(zip(keys, versus_mujoco.bounds(guess_model, keys, options["upper"]), strict=True))
-initial_state = coverage.reset_states(env)
+arm = ArmComparison.load("sysid_versus_mujoco_arm_reach_armature_damping_frictionloss_kp")
+options, keys, truth, guess_model, limits = arm.options, arm.keys, arm.truth, arm.guess_model, arm.limits
 print(
     f"{'secant_below':>12s} {'segment':>8s} {'recording':>9s} {'seconds':>8s} {'steps':>5s} {'Jacobians':>9s} "
     f"{'converged':>9s} {'covering':>8s} {'median error':>12s}"
 )
 for k in range(options["datasets"]):
-    rng = np.random.default_rng([0, k])
-    recording = coverage.simulate(
-        true_model,
-        keys,
-        initial_state,
-        rng,
-        options["dt"],
-        options["seconds"],
-        options["max_hz"],
-        tuple(options["qpos_noise"]),
-        tuple(options["qvel_noise"]),
-    )
+    recording = arm.recording(k)
     for secant_below, segment_seconds in SETTINGS:
         problem = Problem(guess_model, keys, recording.data, bounds=limits, segment_seconds=segment_seconds)
         start = time.perf_counter()

@@ -4,8 +4,9 @@ Each dataset is recorded as the coverage benchmark records it (`shac.sysid.cover
 MuJoCo's C simulator, the true model, smooth random torques, a random start state, Gaussian noise)
 and fitted twice from the same initial guesses within the same bounds:
 
-- shac: `shac.sysid.fit.fit` (multiple shooting, start states fitted, noise estimated), with the 95%
-  intervals of `shac.sysid.report.analyze`; converged as the fit says.
+- shac: `shac.sysid.fit.fit` (multiple shooting, start states fitted, noise estimated; with `join_segments`,
+  then `shac.sysid.fit.join_segments`: single shooting from its estimates), with the 95% intervals of
+  `shac.sysid.report.analyze`; converged as the fit says.
 - mujoco.sysid: single shooting from the first (noisy) recorded state, `mujoco.sysid.optimize` with
   MuJoCo's least squares (finite-difference Jacobians over `mujoco.rollout`) on qpos and qvel, and
   the 95% intervals of `mujoco.sysid.calculate_intervals`. It has no convergence flag: a fit counts
@@ -35,7 +36,7 @@ import numpy as np
 from envs.physics.parameters import ModelParameter
 from shac.sysid import coverage, signals
 from shac.sysid.coverage import Recording
-from shac.sysid.fit import Problem, fit
+from shac.sysid.fit import Problem, fit, join_segments
 from shac.sysid.parameters import Bounds
 from shac.sysid.report import analyze
 
@@ -137,17 +138,22 @@ def fit_shac(
     steps: int,
     upper: float,
     method: str = "autodiff",
+    joined: bool = False,
 ) -> ToolFit:
-    """This project's fit of `recording` from `guess_model`'s values within `bounds`, its Jacobians by `method`."""
+    """This project's fit of `recording` from `guess_model`'s values within `bounds`, its Jacobians by `method`,
+    then with `joined` single shooting from its estimates (`join_segments`)."""
     started = time.perf_counter()
     limits = dict(zip(keys, bounds(guess_model, keys, upper), strict=True))
     problem = Problem(guess_model, keys, recording.data, bounds=limits)
     result = fit(problem, steps=steps, method=method)
+    if joined:
+        _, result = join_segments(problem, result, steps, method=method)
     report = analyze(keys, result.values, result.information, result.converged)
     seconds = time.perf_counter() - started
     entries = [report["parameters"][key] for key in keys]
     low, high = zip(*(e["ci95"] for e in entries), strict=True)
     status = "converged" if result.converged else "stalled" if result.stalled else "iteration limit"
+    status += f" (segments joined: {result.joined})" if joined else ""
     estimates = [e["estimate"] for e in entries]
     return scored(estimates, low, high, recording.truth, result.converged, status, result.steps, seconds)
 
@@ -296,6 +302,7 @@ def run(
     seed: int,
     on_dataset: Callable[[int, Comparison], None] | None = None,
     method: str = "autodiff",
+    join_segments: bool = False,
 ) -> tuple[list[Comparison], float]:
     """Records `datasets` recordings of `true_model` (dataset k from the generator seeded [seed, k], as
     launch/sysid_coverage.py seeds it, start states from `env`'s reset) and fits `keys` in each with both
@@ -306,6 +313,7 @@ def run(
         steps: each solver's iterations at most. upper: see `bounds`.
         on_dataset: called with (k, comparison) after each dataset.
         method: how this project's fit takes its Jacobians (`shac.sysid.fit.fit`).
+        join_segments: this project's fit ends in single shooting from its estimates (`fit_shac`).
 
     Returns:
         The comparisons and the seconds of a one-step warm-up fit of the first dataset by this project's
@@ -318,7 +326,7 @@ def run(
         recording = coverage.simulate(true_model, keys, initial_state, rng, dt, seconds, max_hz, qpos_noise, qvel_noise)
         if k == 0:
             compile_seconds = fit_shac(guess_model, keys, recording, 1, upper, method).fit_seconds
-        fits = {"shac": fit_shac(guess_model, keys, recording, steps, upper, method)}
+        fits = {"shac": fit_shac(guess_model, keys, recording, steps, upper, method, join_segments)}
         started = time.perf_counter()
         try:
             fits["mujoco.sysid"] = fit_mujoco(guess_model, spec, keys, recording, steps, upper)

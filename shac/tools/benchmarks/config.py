@@ -158,6 +158,8 @@ class SysidOptions:
     """This project's Jacobians: autodiff (MJX forward mode), or finite_difference (central) or
     forward_difference (half the simulations) over MuJoCo's C rollouts, multithreaded; faster on larger
     models such as the arm."""
+    join_segments: bool = False
+    """This project's fit ends in single shooting from its estimates (shac.sysid.fit.join_segments)."""
 
 
 @dataclass(frozen=True)
