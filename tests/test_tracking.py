@@ -6,6 +6,7 @@ import math
 import re
 import subprocess
 import sys
+import time
 
 from shac.config import AlgoConfig, LoggerConfig, TrainConfig
 from shac.run import tracking
@@ -77,7 +78,19 @@ def test_offline_run_logs_video_and_artifacts_into_one_wandb_run_across_resumes(
     runs = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}*"))
     assert len(runs) == 2  # the training run and the export, under one W&B id
     assert list(runs[0].glob("files/media/videos/eval/video_1_*.mp4"))
-    assert f"policy-{run_id}".encode() in next(runs[1].glob("*.wandb")).read_bytes()
+    assert written_within(next(runs[1].glob("*.wandb")), f"policy-{run_id}".encode(), seconds=60)
+
+
+def written_within(path, content: bytes, seconds: float) -> bool:
+    """Whether `content` appears in the file at `path` within `seconds`. W&B's service process writes a run's
+    file on its own: on a loaded CPU the export's records reached it after `finish` returned (the file held only
+    its header when first read)."""
+    deadline = time.monotonic() + seconds
+    while content not in path.read_bytes():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def test_a_warning_shows_at_the_end_of_the_progress_line_until_cleared(tmp_path, monkeypatch):
