@@ -53,7 +53,7 @@ def parse(schema: type[Args], argv: Sequence[str], usage: str, positional: str |
         return OmegaConf.to_object(merged)
     except ConfigKeyError as e:
         names = [field.name for field in dataclasses.fields(schema)]
-        close = difflib.get_close_matches(str(e.key), names, n=1)
+        close = [] if e.key == "hydra" else difflib.get_close_matches(str(e.key), names, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         if e.key == "hydra":
             hint = " (this command is not a Hydra app: its options are the ones below)"

@@ -899,6 +899,18 @@ def fit(
     return result
 
 
+FIRST_FIT_STORY = (
+    "noise_given",
+    "noise_rounds",
+    "delay_start",
+    "delay_restart",
+    "floor_restart",
+    "spread_fits",
+    "spread_start",
+)
+"""The fields of a kept single-shooting fit (`join_segments`) taken from the fit it started from: how that went."""
+
+
 def join_segments(
     problem: Problem,
     first: FitResult,
@@ -938,8 +950,7 @@ def join_segments(
     if not sound(second):
         why = "did not converge" if not second.converged else f"left residuals {second.misfit:.3g} times the noise"
         return problem, replace(first, joined=f"not kept: the single-shooting fit {why}", **counted)
-    story = {name: getattr(first, name) for name in ("noise_given", "delay_start", "delay_restart", "floor_restart")}
-    story |= {name: getattr(first, name) for name in ("spread_fits", "spread_start", "noise_rounds")}
+    story = {name: getattr(first, name) for name in FIRST_FIT_STORY}
     return joined, replace(second, joined="kept", **story, **counted)
 
 

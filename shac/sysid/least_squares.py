@@ -123,8 +123,7 @@ class Normal:
 
     def information(self) -> np.ndarray:
         """[P, P] the Schur complement: information about theta with the local blocks free."""
-        xx_inv_xt = np.linalg.solve(self.xx, np.swapaxes(self.tx, 1, 2))
-        return self.tt - np.einsum("spn,snq->pq", self.tx, xx_inv_xt)
+        return self.reduced().matrix
 
 
 @dataclass(frozen=True)
