@@ -5,15 +5,25 @@ The CLI subprocesses share JAX's persistent compilation cache (`$SHAC_JAX_CACHE`
 launch/runtime.py), so the runs of one config compile once. The test process itself
 keeps it off: jaxlib 0.9.2's cache writer (`executable.serialize()`) has crashed this
 long-lived process with a segfault (CI exit 139), never a short CLI run.
+
+The tests compile with less optimisation than a user's runs (`TEST_XLA_FLAGS`, which the CLI
+subprocesses inherit): they check behaviour, not speed, and most of their time is compiling.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from launch.runtime import configure_runtime
+TEST_XLA_FLAGS = ["--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false"]
+"""LLVM's optimisation passes and XLA's CPU fusion emitters: a fifth to a quarter of the suite's compiling,
+bought back only by long runs (docs/development.md measures both). Set before jax starts its backend."""
+_flags = os.environ.get("XLA_FLAGS", "").split()  # the xdist workers inherit the controller's
+os.environ["XLA_FLAGS"] = " ".join(_flags + [flag for flag in TEST_XLA_FLAGS if flag not in _flags])
+
+from launch.runtime import configure_runtime  # noqa: E402
 
 configure_runtime(compile_cache="off")
 

@@ -27,7 +27,7 @@ from tests.conftest import ROOT
 from tests.toy_env import LineEnv, RegisteredLineEnv
 from tests.two_devices import CONFIG
 
-TWO_DEVICES = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+TWO_DEVICES = {**os.environ, "XLA_FLAGS": f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count=2"}
 TIMEOUT = 300
 
 
