@@ -16,6 +16,20 @@ if TYPE_CHECKING:  # importing shac.config imports mujoco, which must wait for h
 DEFAULT_CACHE = Path.home() / ".cache" / "shac" / "jax"
 CACHE_ENV = "SHAC_JAX_CACHE"
 XLA_LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
+FAST_COMPILE_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+"""`XLA_FLAGS` that compile XLA:CPU programs faster and run them slower: LLVM's optimisation passes off, and
+XLA's own loop emitters for fusions instead of its newer fusion emitters. For short runs that mostly compile,
+as the tests' are (`tests/conftest.py`); `launch/compile_flags_benchmark.py` measures both sides."""
+
+
+def with_fast_compile(xla_flags: str) -> str:
+    """`xla_flags` (an `$XLA_FLAGS` value) with each of `FAST_COMPILE_XLA_FLAGS` it does not set otherwise.
+
+    Set `$XLA_FLAGS` to the result before JAX's first computation: XLA reads it when JAX starts its backend.
+    """
+    given = xla_flags.split()
+    names = {flag.split("=")[0] for flag in given}
+    return " ".join(given + [flag for flag in FAST_COMPILE_XLA_FLAGS if flag.split("=")[0] not in names])
 
 
 def headless_rendering() -> None:

@@ -6,8 +6,9 @@ launch/runtime.py), so the runs of one config compile once. The test process its
 keeps it off: jaxlib 0.9.2's cache writer (`executable.serialize()`) has crashed this
 long-lived process with a segfault (CI exit 139), never a short CLI run.
 
-The tests compile with less optimisation than a user's runs (`TEST_XLA_FLAGS`, which the CLI
-subprocesses inherit): they check behaviour, not speed, and most of their time is compiling.
+The tests compile with less optimisation than a user's runs (`FAST_COMPILE_XLA_FLAGS` in
+`$XLA_FLAGS`, which the CLI subprocesses inherit): they check behaviour, not speed, and most of
+their time is compiling.
 """
 
 import os
@@ -17,14 +18,16 @@ from pathlib import Path
 
 import pytest
 
-TEST_XLA_FLAGS = ["--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false"]
-"""LLVM's optimisation passes and XLA's CPU fusion emitters: a fifth to a quarter of the suite's compiling,
-bought back only by long runs (docs/development.md measures both). Set before jax starts its backend."""
-_flags = os.environ.get("XLA_FLAGS", "").split()  # the xdist workers inherit the controller's
-os.environ["XLA_FLAGS"] = " ".join(_flags + [flag for flag in TEST_XLA_FLAGS if flag not in _flags])
+from launch.runtime import FAST_COMPILE_XLA_FLAGS, configure_runtime, with_fast_compile
 
-from launch.runtime import configure_runtime  # noqa: E402
-
+# A flag already in $XLA_FLAGS wins, so that the suite can be timed at XLA's defaults:
+# XLA_FLAGS="--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true" pytest
+os.environ["XLA_FLAGS"] = with_fast_compile(os.environ.get("XLA_FLAGS", ""))
+OPTIMIZED_ENV = {
+    **os.environ,
+    "XLA_FLAGS": " ".join(flag for flag in os.environ["XLA_FLAGS"].split() if flag not in FAST_COMPILE_XLA_FLAGS),
+}
+"""The environment of the CLI runs that run longer than they compile: XLA's optimisations on."""
 configure_runtime(compile_cache="off")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,9 +42,13 @@ PENDULUM_ARGS = [
 """The end-to-end pendulum run; test_resume interrupts and resumes the same config and compares."""
 
 
-def run_cli(*args, timeout=600):
-    """Runs a launch script (`launch/<name>.py`, args...) and returns its stdout; fails on a non-zero exit."""
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run_cli(*args, timeout=600, optimized=False):
+    """Runs a launch script (`launch/<name>.py`, args...) and returns its stdout; fails on a non-zero exit.
+
+    `optimized`: with XLA's optimisations (`OPTIMIZED_ENV`), for a run that runs longer than it compiles.
+    """
+    env = OPTIMIZED_ENV if optimized else None
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -79,5 +86,5 @@ def pytest_collection_modifyitems(items):
 def pendulum_run(tmp_path_factory):
     """The run directory of 150 epochs of the pendulum through the command line, with videos every 50."""
     run_dir = tmp_path_factory.mktemp("pendulum_run")
-    run_cli("launch/train.py", *PENDULUM_ARGS, "logger.video_every=50", f"hydra.run.dir={run_dir}")
+    run_cli("launch/train.py", *PENDULUM_ARGS, "logger.video_every=50", f"hydra.run.dir={run_dir}", optimized=True)
     return run_dir

@@ -1,9 +1,13 @@
 """The launch scripts' process-wide settings (launch/runtime.py)."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from launch.runtime import FAST_COMPILE_XLA_FLAGS, with_fast_compile
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = """
@@ -34,3 +38,40 @@ def test_loading_from_the_cache_logs_nothing_unless_xla_log_level_0_asks(tmp_pat
     assert "pjrt_executable.cc" in run_with_cache(tmp_path, "0")
     quiet = run_with_cache(tmp_path, None)
     assert not [line for line in quiet.splitlines() if line[:1] in "EW" and line[1:5].isdigit()], quiet
+
+
+def test_fast_compile_flags_join_the_given_ones_and_never_override_them():
+    defaults = "--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true"
+    assert with_fast_compile("") == " ".join(FAST_COMPILE_XLA_FLAGS)
+    assert with_fast_compile(defaults) == defaults
+    assert with_fast_compile("--xla_force_host_platform_device_count=2  --xla_backend_optimization_level=2") == (
+        "--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=2"
+        " --xla_cpu_use_fusion_emitters=false"
+    )
+    assert with_fast_compile(with_fast_compile("")) == with_fast_compile("")  # the xdist workers apply it again
+    assert with_fast_compile("") in os.environ["XLA_FLAGS"]  # tests/conftest.py compiled this process with them
+
+
+def test_compile_flags_benchmark_times_both_sides_in_fresh_processes(tmp_path):
+    out = tmp_path / "flags.json"
+    command = ["launch/compile_flags_benchmark.py", "envs=[pendulum_swingup]", "horizon=4", "calls=2", f"out={out}"]
+    stdout = run_cli(*command)
+    assert "pendulum_swingup   fast/defaults: compile x" in stdout
+    record = json.loads(out.read_text())
+    assert record["xla_flags"] == {"defaults": "", "fast_compile": " ".join(FAST_COMPILE_XLA_FLAGS)}
+    for row in record["results"]["pendulum_swingup"].values():
+        assert 0 < row["compile_s"] < row["first_call_s"]  # the first call traces, lowers and compiles
+        assert row["trace_s"] > 0 and row["lower_s"] > 0 and row["call_ms"] > 0
+
+
+def test_compile_flags_benchmark_names_an_unknown_env_and_the_registered_ones():
+    result = subprocess.run(
+        [sys.executable, "launch/compile_flags_benchmark.py", "envs=[pendulum,hopper]"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("envs: pendulum not registered (available: ")
+    assert "pendulum_swingup" in result.stderr
