@@ -6,8 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from launch import compile_flags_benchmark
 from launch.runtime import FAST_COMPILE_XLA_FLAGS, with_fast_compile
-from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = """
@@ -52,11 +54,10 @@ def test_fast_compile_flags_join_the_given_ones_and_never_override_them():
     assert with_fast_compile("") in os.environ["XLA_FLAGS"]  # tests/conftest.py compiled this process with them
 
 
-def test_compile_flags_benchmark_times_both_sides_in_fresh_processes(tmp_path):
+def test_compile_flags_benchmark_times_both_sides_in_fresh_processes(tmp_path, capsys):
     out = tmp_path / "flags.json"
-    command = ["launch/compile_flags_benchmark.py", "envs=[pendulum_swingup]", "horizon=4", "calls=2", f"out={out}"]
-    stdout = run_cli(*command)
-    assert "pendulum_swingup   fast/defaults: compile x" in stdout
+    compile_flags_benchmark.main(["envs=[pendulum_swingup]", "horizon=4", "calls=2", f"out={out}"])
+    assert "pendulum_swingup   fast/defaults: compile x" in capsys.readouterr().out
     record = json.loads(out.read_text())
     assert record["xla_flags"] == {"defaults": "", "fast_compile": " ".join(FAST_COMPILE_XLA_FLAGS)}
     for row in record["results"]["pendulum_swingup"].values():
@@ -65,13 +66,5 @@ def test_compile_flags_benchmark_times_both_sides_in_fresh_processes(tmp_path):
 
 
 def test_compile_flags_benchmark_names_an_unknown_env_and_the_registered_ones():
-    result = subprocess.run(
-        [sys.executable, "launch/compile_flags_benchmark.py", "envs=[pendulum,hopper]"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith("envs: pendulum not registered (available: ")
-    assert "pendulum_swingup" in result.stderr
+    with pytest.raises(SystemExit, match=r"^envs: pendulum not registered \(available: .*pendulum_swingup"):
+        compile_flags_benchmark.main(["envs=[pendulum,hopper]"])
