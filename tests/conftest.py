@@ -23,12 +23,12 @@ from launch.runtime import FAST_COMPILE_XLA_FLAGS, configure_runtime, with_fast_
 # A flag already in $XLA_FLAGS wins, so that the suite can be timed at XLA's defaults:
 # XLA_FLAGS="--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true" pytest
 os.environ["XLA_FLAGS"] = with_fast_compile(os.environ.get("XLA_FLAGS", ""))
+configure_runtime(compile_cache="off")
 OPTIMIZED_ENV = {
     **os.environ,
     "XLA_FLAGS": " ".join(flag for flag in os.environ["XLA_FLAGS"].split() if flag not in FAST_COMPILE_XLA_FLAGS),
 }
 """The environment of the CLI runs that run longer than they compile: XLA's optimisations on."""
-configure_runtime(compile_cache="off")
 
 ROOT = Path(__file__).resolve().parents[1]
 PENDULUM_ARGS = [
