@@ -66,9 +66,11 @@ def measure(env_name: str, num_envs: int, horizon: int, calls: int) -> dict[str,
     from shac.core.rollout import window_rewards
 
     seconds: dict[str, float] = defaultdict(float)
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, duration, **_: seconds.__setitem__(event, seconds[event] + duration)
-    )
+
+    def add(event: str, duration: float, **_) -> None:
+        seconds[event] += duration
+
+    jax.monitoring.register_event_duration_secs_listener(add)
     env = envs.make(env_name)
     start = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(1), num_envs))
     actions = 0.3 * jax.random.normal(jax.random.key(2), (horizon, num_envs, env.action_size))
@@ -89,7 +91,7 @@ def measure(env_name: str, num_envs: int, horizon: int, calls: int) -> dict[str,
     return {**phases, "first_call_s": first, "call_ms": 1000 * later}
 
 
-def measure_in_process(args: BenchmarkArgs, env_name: str, xla_flags: str) -> dict[str, float]:
+def measure_in_new_process(args: BenchmarkArgs, env_name: str, xla_flags: str) -> dict[str, float]:
     """`measure` in a new Python process whose `$XLA_FLAGS` is `xla_flags`."""
     code = (
         "import json, sys; from launch.compile_flags_benchmark import measure; "
@@ -114,7 +116,7 @@ def main(argv: list[str]) -> None:
     results = {}
     print(f"{'env':<18} {'flags':<13} {'trace':>7} {'lower':>7} {'compile':>8} {'first call':>11} {'call':>10}")
     for env_name in args.envs:
-        results[env_name] = {side: measure_in_process(args, env_name, flags) for side, flags in sides.items()}
+        results[env_name] = {side: measure_in_new_process(args, env_name, flags) for side, flags in sides.items()}
         for side, row in results[env_name].items():
             print(
                 f"{env_name:<18} {side:<13} {row['trace_s']:>5.1f} s {row['lower_s']:>5.1f} s"
