@@ -12,13 +12,12 @@ their time is compiling.
 """
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from launch.runtime import FAST_COMPILE_XLA_FLAGS, configure_runtime, with_fast_compile
+from tests.forked_python import run_python
 
 # A flag already in $XLA_FLAGS wins, so that the suite can be timed at XLA's defaults:
 # XLA_FLAGS="--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true" pytest
@@ -47,8 +46,7 @@ def run_cli(*args, timeout=600, optimized=False):
 
     `optimized`: with XLA's optimisations (`OPTIMIZED_ENV`), for a run that runs longer than it compiles.
     """
-    env = OPTIMIZED_ENV if optimized else None
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    result = run_python(*args, env=OPTIMIZED_ENV if optimized else None, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 

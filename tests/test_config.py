@@ -2,8 +2,6 @@
 
 import dataclasses
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -16,6 +14,7 @@ import envs
 from envs import State
 from shac.config import AlgoConfig, ConfigError, DistributedConfig, EnvConfig, TrainConfig, make_env, to_train_config
 from shac.run.hydra_config import apply_overrides, check_override_keys, register_configs, split_launch_config
+from tests.forked_python import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -158,9 +157,7 @@ def test_a_key_added_to_a_composed_config_is_an_unknown_key():
 
 
 def test_train_cli_reports_a_config_error_in_one_line():
-    result = subprocess.run(
-        [sys.executable, "launch/train.py", "algo.horizon=-1"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    result = run_python("launch/train.py", "algo.horizon=-1", timeout=120)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == "config error: algo.horizon must be > 0, got -1"
 

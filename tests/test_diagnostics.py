@@ -1,8 +1,6 @@
 """Gradient diagnostics: Jacobian checks, the horizon verdict, and the diagnose command."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -13,6 +11,7 @@ from shac.core.algorithms import make_algorithm
 from shac.core.normalizer import RunningStatistics
 from shac.tools import diagnostics
 from tests import tiny_configs
+from tests.forked_python import run_python
 from tests.toy_env import LineEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,24 +92,17 @@ def test_env_shares_agree_where_every_env_wants_the_same_step():
 
 
 def test_diagnose_cli_writes_report_and_figure(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "launch/diagnose.py",
-            "env=pendulum_swingup",
-            "diagnose.horizons=[1,4]",
-            "diagnose.seeds=2",
-            "diagnose.num_envs=2",
-            "diagnose.compare_smoothing=false",
-            "diagnose.env_shares=true",
-            "algo.num_envs=4",
-            "algo.horizon=4",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    result = run_python(
+        "launch/diagnose.py",
+        "env=pendulum_swingup",
+        "diagnose.horizons=[1,4]",
+        "diagnose.seeds=2",
+        "diagnose.num_envs=2",
+        "diagnose.compare_smoothing=false",
+        "diagnose.env_shares=true",
+        "algo.num_envs=4",
+        "algo.horizon=4",
+        f"hydra.run.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())

@@ -1,8 +1,5 @@
 """The falls tool: its report by hand, and its episodes against the evaluation's on a falling hopper."""
 
-import subprocess
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +8,7 @@ import pytest
 import envs
 from shac.run.evaluate import evaluate_policy
 from shac.tools.falls import SIGNALS, fall_report, record_episodes, root_body
-from tests.conftest import ROOT
+from tests.forked_python import run_python
 
 
 def test_fall_report_by_hand():
@@ -86,10 +83,5 @@ def test_an_unknown_body_is_refused_with_the_models_bodies():
 
 
 def test_falls_cli_says_what_is_missing_in_one_line(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "launch/falls.py", f"run_dir={tmp_path}", "episodes=0"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    result = run_python("launch/falls.py", f"run_dir={tmp_path}", "episodes=0")
     assert result.returncode != 0 and "episodes must be >= 1, got 0" in result.stderr.strip().splitlines()[-1]

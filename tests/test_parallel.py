@@ -11,7 +11,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -23,7 +22,7 @@ from shac.core.algorithm import Shac
 from shac.run import parallel
 from shac.run.checkpoint import Checkpointer, state_arrays
 from shac.run.serialization import load_config
-from tests.conftest import ROOT
+from tests.forked_python import ForkedProcess, run_python, start_python
 from tests.toy_env import LineEnv, RegisteredLineEnv
 from tests.two_devices import CONFIG
 
@@ -51,14 +50,7 @@ def test_state_shardings_split_the_env_batch_and_replicate_the_rest():
 
 def test_two_devices_end_like_one(tmp_path):
     out = tmp_path / "states.npz"
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.two_devices", str(out)],
-        cwd=ROOT,
-        env=TWO_DEVICES,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    result = run_python("-m", "tests.two_devices", str(out), env=TWO_DEVICES, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     saved = np.load(out)
     layout = json.loads(str(saved["layout"]))
@@ -76,31 +68,18 @@ def test_two_devices_end_like_one(tmp_path):
 
 
 def test_num_envs_must_divide_over_the_devices(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.toy_train", "algo.num_envs=5", f"hydra.run.dir={tmp_path}"],
-        cwd=ROOT,
-        env=TWO_DEVICES,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    result = run_python("-m", "tests.toy_train", "algo.num_envs=5", f"hydra.run.dir={tmp_path}", env=TWO_DEVICES)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
         "config error: algo.num_envs=5 must be divisible by the number of devices (2), e.g. algo.num_envs=4"
     )
 
 
-def toy_train(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.toy_train", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def toy_train(*args: str) -> ForkedProcess | subprocess.Popen:
+    return start_python("-m", "tests.toy_train", *args)
 
 
-def finish(processes: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
+def finish(processes: list[ForkedProcess | subprocess.Popen]) -> list[tuple[int, str, str]]:
     """Waits for every process (killing all of them if one hangs); (exit code, stdout, stderr) of each."""
     try:
         outputs = [p.communicate(timeout=TIMEOUT) for p in processes]

@@ -4,8 +4,6 @@ and damaged files."""
 import json
 import os
 import socket
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -18,12 +16,12 @@ from shac.core.algorithm import Shac
 from shac.run.hydra_config import check_override_keys
 from shac.run.run_dir import LOCK_FILE, RunDirectoryInUseError
 from shac.run.serialization import save_config, save_policy
-from tests.conftest import ROOT
+from tests.forked_python import run_python
 
 
 def last_line_of_failure(*args):
     """Runs a launch script that must fail; its stderr's last line (after checking there is no traceback)."""
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_python(*args, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr and "HYDRA_FULL_ERROR" not in result.stderr, result.stderr[-3000:]
     return result.stderr.strip().splitlines()[-1]

@@ -1,7 +1,5 @@
 """Environments by name: registered, `package.module:Class`, and installed packages' entry points."""
 
-import subprocess
-import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -11,6 +9,7 @@ import pytest
 import envs
 from envs.physics.smoothing import Smoothing
 from shac.config import AlgoConfig, ConfigError, EnvConfig, TrainConfig, make_env
+from tests.forked_python import run_python
 from tests.user_envs import ShortPendulum
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,8 +86,6 @@ def test_train_cli_trains_a_users_env_by_its_path(tmp_path):
         "logger.progress=false",
         f"hydra.run.dir={tmp_path}",
     ]
-    result = subprocess.run(
-        [sys.executable, "launch/train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    result = run_python("launch/train.py", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f'"name": "{USER_ENV}"' in (tmp_path / "config.json").read_text()

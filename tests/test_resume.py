@@ -11,8 +11,6 @@ compiled epoch through the persistent compilation cache.
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import jax
@@ -23,7 +21,8 @@ from shac.config import make_env
 from shac.core.algorithms import make_algorithm
 from shac.run.checkpoint import Checkpointer, state_arrays
 from shac.run.serialization import load_config
-from tests.conftest import OPTIMIZED_ENV, PENDULUM_ARGS, ROOT
+from tests.conftest import OPTIMIZED_ENV, PENDULUM_ARGS
+from tests.forked_python import start_python
 
 EPOCHS, CHECKPOINT_EVERY = 150, 20
 # W&B and the checkpoint interval do not change what is trained
@@ -32,14 +31,8 @@ TIMEOUT = 600
 
 
 def launch(*args):
-    return subprocess.Popen(
-        [sys.executable, "launch/train.py", *args],
-        cwd=ROOT,
-        env=OPTIMIZED_ENV,  # as the reference run: its compiled epoch is shared through the cache
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # as the reference run: its compiled epoch is shared through the cache
+    return start_python("launch/train.py", *args, env=OPTIMIZED_ENV)
 
 
 def finish(process):

@@ -5,8 +5,6 @@ import functools
 import json
 import re
 import shlex
-import subprocess
-import sys
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -30,6 +28,7 @@ from shac.sysid.parameters import LOG_FLOOR, Bounds
 from shac.sysid.recording import Trajectory, multisine, random_excitation, record, simulate_mujoco
 from shac.sysid.report import analyze, recorded_motion, summary_lines
 from shac.sysid.signals import DELAY
+from tests.forked_python import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 DAMPING, FRICTION = "joint:hinge:damping", "joint:hinge:frictionloss"
@@ -678,8 +677,8 @@ def test_coverage_cli_rejects_bad_delays_and_spreads_in_one_line(args, message):
 
 
 def run_coverage(*args):
-    command = [sys.executable, "launch/sysid_coverage.py", "seconds=2", "rates=[0.05]", "method=finite_difference"]
-    return subprocess.run([*command, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    command = ["launch/sysid_coverage.py", "seconds=2", "rates=[0.05]", "method=finite_difference"]
+    return run_python(*command, *args, timeout=300)
 
 
 def test_a_coverage_run_extended_keeps_its_datasets_and_continues_at_the_next(tmp_path):
@@ -772,9 +771,9 @@ def test_rich_motion_identifies_damping_and_friction_within_their_intervals():
 
 
 def run_sysid(data, out, *args):
-    command = [sys.executable, "launch/sysid.py", f"data={data}", "env=pendulum_swingup", f"params=[{DAMPING}]"]
+    command = ["launch/sysid.py", f"data={data}", "env=pendulum_swingup", f"params=[{DAMPING}]"]
     command += ["method=finite_difference", "compare_cost=false", f"out={out}", *args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return run_python(*command, timeout=300)
 
 
 def test_sysid_cli_writes_report_and_figure(tmp_path):
@@ -1232,19 +1231,15 @@ def test_bad_delays_and_signal_names_fail_in_one_line(keys, signal_values, bound
 
 def test_record_and_sysid_clis_simulate_and_fit_a_delay(tmp_path):
     data = tmp_path / "delayed.npz"
-    command = [sys.executable, "launch/record_trajectory.py", "env=pendulum_swingup", f"out={data}", "seconds=8"]
+    command = ["launch/record_trajectory.py", "env=pendulum_swingup", f"out={data}", "seconds=8"]
     command += ["amplitudes=[1.0,0.6,0.4]", "frequencies=[1.5,3.7,6.1]", "qpos_noise=0.002", "qvel_noise=0.02"]
-    too_long = subprocess.run(
-        [*command, f"true_params=[{DELAY}=9]"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    too_long = run_python(*command, f"true_params=[{DELAY}=9]", timeout=300)
     assert too_long.returncode == 1 and not data.exists()
     assert too_long.stderr.strip() == (
         "error: true delay signal:ctrl:delay=9 s is longer than the recording (8 s); give it in "
         "seconds, e.g. 0.02 for 20 ms"
     )
-    recorded = subprocess.run(
-        [*command, f"true_params=[{DAMPING}=0.1,{DELAY}=0.02]"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    recorded = run_python(*command, f"true_params=[{DAMPING}=0.1,{DELAY}=0.02]", timeout=300)
     assert recorded.returncode == 0, recorded.stderr[-2000:]
     assert "commands acting 20 ms after they are sent" in recorded.stdout
     np.testing.assert_array_equal(

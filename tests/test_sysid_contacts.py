@@ -2,8 +2,6 @@
 fit keeps, and a hopper's torso mass identified from its flight alone."""
 
 import copy
-import subprocess
-import sys
 
 import mujoco
 import numpy as np
@@ -15,6 +13,7 @@ from shac.sysid.contacts import contact_free, in_contact
 from shac.sysid.fit import Problem, fit
 from shac.sysid.recording import Trajectory, random_excitation, record
 from shac.sysid.report import CONTACT_FRICTION, analyze
+from tests.forked_python import run_python
 
 HOPPER = envs.make("hopper").mj_model
 TORSO, FRICTION = "body:torso:mass", "geom:foot:friction"
@@ -91,8 +90,8 @@ def test_a_hoppers_torso_mass_is_identified_from_its_flight_and_its_foots_fricti
 
 def test_the_command_line_names_a_recording_without_contact_free_samples(tmp_path):
     standing_at([-0.001] * 20).save(tmp_path / "standing.npz")
-    command = [sys.executable, "launch/sysid.py", f"data={tmp_path / 'standing.npz'}", "env=hopper"]
-    result = subprocess.run([*command, f"params=[{TORSO}]", "contact_free=true"], capture_output=True, text=True)
+    command = ["launch/sysid.py", f"data={tmp_path / 'standing.npz'}", "env=hopper"]
+    result = run_python(*command, f"params=[{TORSO}]", "contact_free=true")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: '{tmp_path / 'standing.npz'}': no 5 consecutive samples of 20 are free of contact (within 0.01 m) "

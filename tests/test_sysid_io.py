@@ -4,8 +4,6 @@ back as MJCF (shac/sysid/mjcf.py, launch/sysid.py's identified.xml)."""
 import json
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import mujoco
@@ -16,6 +14,7 @@ from envs.physics.parameters import ModelParameter
 from shac.sysid.columns import load_csv
 from shac.sysid.mjcf import identified_xml
 from shac.sysid.recording import Trajectory, random_excitation, record
+from tests.forked_python import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "envs" / "assets"
@@ -346,17 +345,17 @@ def test_sysid_cli_fits_a_robot_log_and_writes_identified_xml(tmp_path):
     pendulum_log(tmp_path / "log.csv", Trajectory(stamps, trajectory.qpos, trajectory.qvel, trajectory.ctrl))
     columns = "\n".join(f"  {k}: {json.dumps(v)}" for k, v in PENDULUM_MAP.items())
     (tmp_path / "map.yaml").write_text(f"columns:\n{columns}\nunits:\n  time: ms\n  angle: deg\n")
-    command = [sys.executable, "launch/sysid.py", f"data={tmp_path / 'log.csv'}", "env=pendulum_swingup"]
+    command = ["launch/sysid.py", f"data={tmp_path / 'log.csv'}", "env=pendulum_swingup"]
     command += ["params=[joint:hinge:damping]", "method=finite_difference", "compare_cost=false"]
     command += [f"column_map={tmp_path / 'map.yaml'}", "units.angular_velocity=deg/s", f"out={tmp_path / 'out'}"]
-    bad = subprocess.run([*command, "columns.qvel.hinge=hinge_vel"], cwd=ROOT, capture_output=True, text=True)
+    bad = run_python(*command, "columns.qvel.hinge=hinge_vel")
     assert bad.returncode == 1 and not (tmp_path / "out").exists()
     assert re.fullmatch(
         r"error: '.*log\.csv' has no column 'hinge_vel' \(named in the column map\); its header: "
         r"temperature_c, torque_cmd, t_ms, hinge_vel_dps, hinge_pos_deg",
         bad.stderr.strip(),
     )
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_python(*command, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     jitter = re.search(
         r"its time stamps are up to (\S+)% off even spacing .* evenly spaced every (\S+) s", result.stdout
@@ -377,7 +376,7 @@ def test_sysid_cli_fits_a_robot_log_and_writes_identified_xml(tmp_path):
     columns = "\n".join(f"  {k}: {json.dumps(v)}" for k, v in PENDULUM_MAP.items() if k != "qvel")
     (tmp_path / "positions.yaml").write_text(f"columns:\n{columns}\nunits:\n  time: ms\n  angle: deg\n")
     command = [*command[:-3], f"column_map={tmp_path / 'positions.yaml'}", f"out={tmp_path / 'positions'}"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_python(*command, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "; velocities not measured (hinge): the positions alone are fitted there" in result.stdout
     assert re.search(r"standard deviations \(estimated[^)]*\): qpos \[0\.00\d+\], qvel \[not measured\]", result.stdout)

@@ -1,14 +1,12 @@
 """shac/sysid/versus_mujoco.py: this project's fit and mujoco.sysid on one short pendulum recording, the
 coverage arithmetic, and suite=sysid's bad-input errors."""
 
-import subprocess
-import sys
-
 import pytest
 
 from shac.config import ConfigError
 from shac.sysid import versus_mujoco
 from shac.tools.benchmarks.config import validate_benchmark
+from tests.forked_python import run_python
 from tests.test_benchmark import benchmark_config
 
 
@@ -145,12 +143,7 @@ def test_bad_options_are_refused_with_a_message_naming_the_value(override, messa
 )
 def test_cli_bad_input_stops_in_one_line(override, message):
     """Bad sysid options stop launch/benchmark.py with one line naming the value, before anything compiles."""
-    run = subprocess.run(
-        [sys.executable, "launch/benchmark.py", "suite=sysid", override, "docs="],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_python("launch/benchmark.py", "suite=sysid", override, "docs=", timeout=120)
     assert run.returncode != 0
     lines = [line for line in run.stderr.strip().splitlines() if line]
     assert lines[-1].startswith("config error:") and message in lines[-1], run.stderr

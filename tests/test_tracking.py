@@ -4,7 +4,6 @@ steps/s, ETA and return; the JSON last line of launch/train.py."""
 import json
 import math
 import re
-import subprocess
 import sys
 import time
 
@@ -20,7 +19,7 @@ from shac.run.tracking import (
     progress_line,
     read_records,
 )
-from tests.conftest import ROOT
+from tests.forked_python import run_python
 
 
 def config(mode):
@@ -204,11 +203,10 @@ LINE = re.compile(
 
 def test_a_training_run_redirected_to_a_file_prints_complete_progress_lines(tmp_path):
     # the toy env's run (tests/toy_train.py) with progress on and stdout a file, as on a cluster
-    log = tmp_path / "train.log"
     overrides = ["logger.progress=true", "logger.progress_every=2", "algo.max_epochs=5", f"hydra.run.dir={tmp_path}"]
-    with open(log, "w") as out:
-        subprocess.run([sys.executable, "-m", "tests.toy_train", *overrides], cwd=ROOT, stdout=out, check=True)
-    text = log.read_text()
+    result = run_python("-m", "tests.toy_train", *overrides)  # stdout captured: not a terminal
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = result.stdout
     assert "\x1b" not in text and "\r" not in text  # no terminal control codes: no live bar
     output = text.splitlines()
     assert re.fullmatch(r"compiled in \d+ s", output[0])  # the first epoch, before any progress line

@@ -4,8 +4,6 @@ import dataclasses
 import itertools
 import os
 import signal
-import subprocess
-import sys
 
 import jax.numpy as jnp
 import pytest
@@ -16,7 +14,7 @@ from shac.run import train as train_module
 from shac.run.checkpoint import Checkpointer
 from shac.run.tracking import read_records
 from tests import tiny_configs
-from tests.conftest import ROOT
+from tests.forked_python import run_python
 
 CONFIG = TrainConfig(
     env=EnvConfig(name="tests.toy_env:RegisteredLineEnv", episode_length=4),
@@ -87,19 +85,8 @@ def test_a_second_signal_exits_at_once_with_one_line(monkeypatch, capsys):
 
 def test_a_run_whose_every_step_is_nonfinite_stops_in_one_line_with_a_non_zero_exit_and_no_policy(tmp_path):
     # every step of `line_nan` is non-finite: each epoch skips its actor update and resets all 4 envs
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.toy_train",
-            "env.name=line_nan",
-            "train.max_bad_epochs=2",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_python(
+        "-m", "tests.toy_train", "env.name=line_nan", "train.max_bad_epochs=2", f"hydra.run.dir={tmp_path}", timeout=300
     )
     assert result.returncode == 1
     warning = "BAD EPOCH 1: actor update skipped (non-finite gradient); 1 in a row (stopping at train.max_bad_epochs=2)"
@@ -121,8 +108,7 @@ def test_a_run_whose_every_step_is_nonfinite_stops_in_one_line_with_a_non_zero_e
 
 def test_a_resumed_run_trains_past_the_corrupt_checkpoint_it_fell_back_from(tmp_path):
     def toy_train(*args):
-        command = [sys.executable, "-m", "tests.toy_train", "checkpoint.every=2", *args]
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        return run_python("-m", "tests.toy_train", "checkpoint.every=2", *args, timeout=300)
 
     first = toy_train("algo.max_epochs=4", f"hydra.run.dir={tmp_path}")
     assert first.returncode == 0, first.stderr[-3000:]

@@ -5,8 +5,6 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -35,6 +33,7 @@ from shac.tools.transfer import (
 )
 from tests import tiny_configs
 from tests.conftest import ROOT
+from tests.forked_python import run_python
 
 CARTPOLE = envs.make("cartpole_swingup")
 CARTPOLE_REAL = ROOT / "configs" / "real" / "cartpole_swingup.yaml"
@@ -168,13 +167,7 @@ def test_nominal_true_evaluates_a_randomised_run_on_its_nominal_model(tmp_path, 
 
 def test_evaluating_on_a_bad_real_file_fails_in_one_line_through_the_command_line(tmp_path, cartpole_run):
     path = real_file(tmp_path, "body:pole:mass: -1\n")
-    result = subprocess.run(
-        [sys.executable, "launch/evaluate.py", f"run_dir={cartpole_run}", f"real={path}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_python("launch/evaluate.py", f"run_dir={cartpole_run}", f"real={path}", timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     reason = "'body:pole:mass' = -1.0 must be > 0 (a mass; the inertia is scaled with it)"
@@ -343,13 +336,7 @@ def test_the_plan_checks_its_arguments_against_the_model(tmp_path):
 
 def test_a_stage_whose_input_is_missing_names_the_stage_to_run_first(tmp_path):
     command = ["launch/transfer.py", "env=cartpole_swingup", f"real={CARTPOLE_REAL}", PARAMS, GUESS, f"out={tmp_path}"]
-    result = subprocess.run(
-        [sys.executable, *command, "stage=narrow"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_python(*command, "stage=narrow", timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last == f"error: stage narrow needs {tmp_path / 'identify' / 'sysid.json'}; run stage=identify first"
@@ -366,7 +353,6 @@ def test_a_stage_whose_input_is_missing_names_the_stage_to_run_first(tmp_path):
 @pytest.mark.slow
 def test_a_tiny_loop_on_the_cartpole_ends_with_a_complete_summary_and_resumes_by_skipping(tmp_path):
     argv = [
-        sys.executable,
         "launch/transfer.py",
         "env=cartpole_swingup",
         f"real={CARTPOLE_REAL}",
@@ -380,7 +366,7 @@ def test_a_tiny_loop_on_the_cartpole_ends_with_a_complete_summary_and_resumes_by
         "nearby=1",
         "train=[algo.max_epochs=4,algo.num_envs=4,eval.every=0,eval.episodes=2,logger=disabled]",
     ]
-    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    result = run_python(*argv, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     for name in ("return_on_real", "return_on_real_std"):
@@ -394,5 +380,5 @@ def test_a_tiny_loop_on_the_cartpole_ends_with_a_complete_summary_and_resumes_by
     assert (tmp_path / "summary.md").is_file() and (tmp_path / "summary.png").stat().st_size > 0
     for stage in ("nominal", "record", "identify", "narrow", "wide", "direct", "evaluate"):
         assert f"[transfer] {stage}: done in " in result.stdout
-    again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    again = run_python(*argv)
     assert again.returncode == 0 and again.stdout.count("done already") == 7, again.stdout
