@@ -1,13 +1,13 @@
 """Test session setup: headless rendering, the compilation cache, the trained pendulum run
 that several modules examine, and how pytest-xdist shares the tests among its workers.
 
-The CLI subprocesses share JAX's persistent compilation cache (`$SHAC_JAX_CACHE`, see
-launch/runtime.py), so the runs of one config compile once. The test process itself
-keeps it off: jaxlib 0.9.2's cache writer (`executable.serialize()`) has crashed this
+The command lines the tests run (`run_cli`, forked by tests/forked_python.py) share JAX's persistent
+compilation cache (`$SHAC_JAX_CACHE`, see launch/runtime.py), so the runs of one config compile once.
+The test process itself keeps it off: jaxlib 0.9.2's cache writer (`executable.serialize()`) has crashed this
 long-lived process with a segfault (CI exit 139), never a short CLI run.
 
 The tests compile with less optimisation than a user's runs (`FAST_COMPILE_XLA_FLAGS` in
-`$XLA_FLAGS`, which the CLI subprocesses inherit): they check behaviour, not speed, and most of
+`$XLA_FLAGS`, which the command lines inherit): they check behaviour, not speed, and most of
 their time is compiling.
 """
 
