@@ -60,7 +60,7 @@ def preload() -> None:
     from jax._src import xla_bridge
 
     if xla_bridge._backends or threading.active_count() != 1:
-        raise RuntimeError("preloading started JAX's backend or a Python thread: forked children would inherit it")
+        raise RuntimeError("preloading started JAX's backend or a Python thread, which a forked child would lack")
 
 
 def serve() -> dict:
