@@ -11,8 +11,10 @@ as Python does (atexit handlers, non-daemon threads, the exit code of `sys.exit`
 
 A command falls back to a fresh interpreter when its environment differs from the server's in a
 variable the preloaded libraries read at import (`READ_AT_IMPORT`); `XLA_FLAGS` is read when the
-backend starts, which only the child does. The tests that must see a fresh interpreter (the
-import layers, the compile-flag benchmark, the compilation cache's logging) start one themselves.
+backend starts, which only the child does. Every command does outside Linux, and with
+`SHAC_TESTS_FORK=0` (to check that the launch scripts run in fresh interpreters). The tests that
+must see a fresh interpreter (the import layers, the compile-flag benchmark, the compilation
+cache's logging) start one themselves.
 """
 
 from __future__ import annotations
@@ -265,12 +267,22 @@ def start_python(*args: str, env: dict | None = None) -> ForkedProcess | subproc
     """
     global _server
     env = dict(os.environ if env is None else env)
-    if _server is None or _server.process.poll() is not None:
-        _server = Server()
-    if not _server.serves(env):
-        command = [sys.executable, *args]
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return _server.start(list(args), env)
+    if forking():
+        if _server is None or _server.process.poll() is not None:
+            _server = Server()
+        if _server.serves(env):
+            return _server.start(list(args), env)
+    command = [sys.executable, *args]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def forking() -> bool:
+    """Whether commands are forked: on Linux, unless `SHAC_TESTS_FORK=0` asks for fresh interpreters.
+
+    Elsewhere a fork of a process that has imported these libraries is not safe (macOS's system
+    frameworks) or not possible (Windows), so every command gets a fresh interpreter.
+    """
+    return sys.platform == "linux" and os.environ.get("SHAC_TESTS_FORK", "1") != "0"
 
 
 def run_python(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -68,6 +68,13 @@ def test_a_child_is_forked_with_the_libraries_imported_unless_its_environment_ch
     assert run_python(str(script), env={**os.environ, "JAX_ENABLE_X64": "1"}).stdout == "False\n"  # a fresh one
 
 
+def test_shac_tests_fork_0_gives_every_command_a_fresh_interpreter(tmp_path, monkeypatch):
+    script = tmp_path / "imported.py"
+    script.write_text("import sys; print('mujoco.mjx' in sys.modules)")
+    monkeypatch.setenv("SHAC_TESTS_FORK", "0")
+    assert run_python(str(script)).stdout == "False\n"
+
+
 def test_the_childs_xla_flags_reach_the_backend_it_starts(tmp_path):
     script = tmp_path / "backend.py"
     script.write_text("import jax; print(jax.numpy.ones(3).sum())")
