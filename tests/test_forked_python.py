@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.forked_python import ROOT, run_python, start_python
+from tests.forked_python import ROOT, forking, run_python, start_python
 
 SCRIPTS = {
     "prints_and_exits_0": """
@@ -59,6 +59,7 @@ def test_a_module_runs_as_with_dash_m(tmp_path):
     assert forked.stdout == fresh("-m", "json.tool", "--sort-keys", str(tmp_path / "in.json")).stdout
 
 
+@pytest.mark.skipif(not forking(), reason="commands get fresh interpreters here (not Linux, or SHAC_TESTS_FORK=0)")
 def test_a_child_is_forked_with_the_libraries_imported_unless_its_environment_changes_an_import(tmp_path):
     script = tmp_path / "imported.py"
     script.write_text("import sys; print('mujoco.mjx' in sys.modules)")
