@@ -12,7 +12,6 @@ their time is compiling.
 """
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -29,7 +28,6 @@ OPTIMIZED_ENV = {
 }
 """The environment of the CLI runs that run longer than they compile: XLA's optimisations on."""
 
-ROOT = Path(__file__).resolve().parents[1]
 PENDULUM_ARGS = [
     "env=pendulum_swingup",
     "algo.max_epochs=150",

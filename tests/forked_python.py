@@ -178,7 +178,7 @@ class Server:
         """Whether a command with `env` would import the preloaded libraries as the server did."""
         changed = {k for k in self.env.keys() | env.keys() if self.env.get(k) != env.get(k)}
         read_at_import = any(k.startswith(READ_AT_IMPORT) and k != "XLA_FLAGS" for k in changed)
-        return self.process.poll() is None and not read_at_import
+        return not read_at_import
 
     def read_line(self, timeout: float | None) -> str:
         """The server's next line (read unbuffered, so that a line already sent is never waited for)."""

@@ -32,8 +32,7 @@ from shac.tools.transfer import (
     wide_ranges,
 )
 from tests import tiny_configs
-from tests.conftest import ROOT
-from tests.forked_python import run_python
+from tests.forked_python import ROOT, run_python
 
 CARTPOLE = envs.make("cartpole_swingup")
 CARTPOLE_REAL = ROOT / "configs" / "real" / "cartpole_swingup.yaml"
