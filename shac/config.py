@@ -191,9 +191,9 @@ class AlgoConfig:
     init_log_std: float = -1.0
     """Initial state-independent log standard deviation of the policy."""
     num_critics: int = 1
-    """1, or 2 critics regressed onto the same targets and combined by `critic_combine`."""
+    """Critics regressed onto the same targets (each initialised on its own) and combined by `critic_combine`."""
     critic_combine: str = "min"
-    """How 2 critics make one value (bootstrap and targets): min (AHAC) or mean (SAPO)."""
+    """How several critics make one value (bootstrap and targets): min (AHAC) or mean (SAPO)."""
     critic_grad_norm: float = 0.0
     """Global-norm clip of the critic gradient; 0 disables."""
     weight_decay: float = 0.0
@@ -278,7 +278,7 @@ class AlgoConfig:
         _check_choice("algo.name", self.name, ALGORITHMS)
         _check_choice("algo.critic_combine", self.critic_combine, CRITIC_COMBINES)
         _check_choice("algo.activation", self.activation, ACTIVATIONS)
-        _check(self.num_critics in (1, 2), f"algo.num_critics must be 1 or 2, got {self.num_critics}")
+        _check(self.num_critics >= 1, f"algo.num_critics must be >= 1, got {self.num_critics}")
         _check_non_negative(
             {
                 "algo.critic_grad_norm": self.critic_grad_norm,

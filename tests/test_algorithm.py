@@ -53,6 +53,22 @@ def test_epoch_bookkeeping_and_target_update():
     )
 
 
+@pytest.mark.parametrize("combine", ["min", "mean"])
+def test_an_ensemble_of_four_critics_is_combined_and_trained_as_one(combine):
+    config = dataclasses.replace(CONFIG, num_critics=4, critic_combine=combine)
+    shac = Shac(config, LineEnv(episode_length=3))
+    state = shac.init(jax.random.key(0))
+    obs = jax.random.normal(jax.random.key(1), (5, shac.env.observation_size))
+    values = np.asarray(shac.critic_values(state.critic_params, obs))
+    assert values.shape == (4, 5) and len({tuple(v) for v in values}) == 4  # four differently initialised critics
+    expected = values.min(axis=0) if combine == "min" else values.mean(axis=0)
+    np.testing.assert_allclose(shac.value(state.critic_params, obs), expected, rtol=1e-6)
+    new_state, metrics = jax.jit(shac.epoch)(state)
+    assert all(np.isfinite(v) for v in jax.device_get(metrics).values())
+    for old, new in zip(leaves(state.critic_params), leaves(new_state.critic_params), strict=True):
+        assert new.shape[0] == 4 and all(not np.allclose(old[i], new[i]) for i in range(4))  # every critic fitted
+
+
 def test_the_state_shapes_are_inits_traced_once(monkeypatch):
     shac = Shac(CONFIG, LineEnv(episode_length=3))
     traced, init = [], Shac.init  # on the class: a new bound method each time, as unpatched

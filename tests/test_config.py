@@ -100,7 +100,7 @@ def test_command_line_overrides_win_over_env_defaults():
         ("checkpoint.max_to_keep=0", "checkpoint.max_to_keep must be > 0, got 0"),
         ("logger.video_every=-5", "logger.video_every must be >= 0, got -5"),
         ("algo.name=ppo", "unknown algo.name 'ppo'; available: shac, ahac, sapo"),
-        ("algo.num_critics=3", "algo.num_critics must be 1 or 2, got 3"),
+        ("algo.num_critics=0", "algo.num_critics must be >= 1, got 0"),
         ("algo.activation=relu", "unknown algo.activation 'relu'; available: elu, silu"),
         ("algo.sapo.init_temperature=0", "algo.sapo.init_temperature must be > 0, got 0"),
         ("algo=ahac algo.ahac.min_horizon=80", r"algo.ahac.min_horizon=80 must be in \[1, algo.horizon=64\]"),

@@ -1,4 +1,4 @@
-"""The policy's squashed log-density, the state-dependent standard deviation and the critic pair."""
+"""The policy's squashed log-density, the state-dependent standard deviation and the critic ensemble."""
 
 import math
 
@@ -7,7 +7,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shac.core.networks import LOG_STD_MAX, LOG_STD_MIN, Actor, Critic, CriticEnsemble, sample_action, squashed_log_prob
+from shac.core.networks import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    Actor,
+    Critic,
+    critic_ensemble,
+    sample_action,
+    squashed_log_prob,
+)
 
 
 def test_squashed_log_prob_by_hand():
@@ -62,13 +70,15 @@ def test_state_dependent_std_depends_on_the_state_and_stays_in_range():
     assert "log_std" not in params["params"]
 
 
-def test_critic_pair_is_two_differently_initialised_critics():
+@pytest.mark.parametrize("size", [2, 4])
+def test_a_critic_ensemble_is_differently_initialised_critics(size):
     obs = jax.random.normal(jax.random.key(0), (7, 5))
-    pair = CriticEnsemble(hidden=(16,))
-    params = pair.init(jax.random.key(1), obs)
-    values = pair.apply(params, obs)
-    assert values.shape == (2, 7)
-    assert not np.allclose(values[0], values[1])
-    # each half of the stacked parameters is a plain critic
-    first = jax.tree.map(lambda x: x[0], params)
-    np.testing.assert_allclose(Critic(hidden=(16,)).apply(first, obs), values[0], rtol=1e-6)
+    ensemble = critic_ensemble(size)(hidden=(16,))
+    params = ensemble.init(jax.random.key(1), obs)
+    values = ensemble.apply(params, obs)
+    assert values.shape == (size, 7)
+    assert all(not np.allclose(values[i], values[j]) for i in range(size) for j in range(i))
+    # each slice of the stacked parameters is a plain critic
+    for i in range(size):
+        one = jax.tree.map(lambda x, i=i: x[i], params)
+        np.testing.assert_allclose(Critic(hidden=(16,)).apply(one, obs), values[i], rtol=1e-6)

@@ -23,7 +23,7 @@ from envs import MjxEnv, State
 from shac.config import AlgoConfig
 from shac.core import losses
 from shac.core.episodes import EpisodeStats
-from shac.core.networks import Actor, Critic, CriticEnsemble
+from shac.core.networks import Actor, Critic, critic_ensemble
 from shac.core.normalizer import RunningStatistics
 from shac.core.rollout import Window, rollout, state_gradient_growth, zero_probes
 
@@ -86,7 +86,7 @@ class Shac:
             state_dependent_std=config.state_dependent_std,
             activation=config.activation,
         )
-        critic = Critic if config.num_critics == 1 else CriticEnsemble
+        critic = Critic if config.num_critics == 1 else critic_ensemble(config.num_critics)
         self.critic = critic(hidden=tuple(config.critic_hidden), activation=config.activation)
         # The learning rates live in the optimiser states, set each epoch from `decay_position`.
         self.actor_optimizer = optax.inject_hyperparams(self.actor_transform)(

@@ -84,15 +84,17 @@ class Critic(nn.Module):
         return MLP(self.hidden, 1, kernel_init=init, activation=self.activation)(obs)[..., 0]
 
 
-CriticEnsemble = nn.vmap(
-    Critic,
-    variable_axes={"params": 0},
-    split_rngs={"params": True},
-    in_axes=None,
-    out_axes=0,
-    axis_size=2,
-)
-"""Two independently initialised critics: float32 [..., obs_dim] -> float32 [2, ...] (parameters stacked on axis 0)."""
+def critic_ensemble(size: int) -> type[nn.Module]:
+    """`size` independently initialised critics: float32 [..., obs_dim] -> float32 [size, ...] (parameters stacked
+    on axis 0)."""
+    return nn.vmap(
+        Critic,
+        variable_axes={"params": 0},
+        split_rngs={"params": True},
+        in_axes=None,
+        out_axes=0,
+        axis_size=size,
+    )
 
 
 def sample_action(mean: jax.Array, log_std: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
