@@ -20,9 +20,9 @@ from jax.sharding import PartitionSpec
 import envs
 from shac.core.algorithm import Shac
 from shac.run import parallel
-from shac.run.checkpoint import Checkpointer, state_arrays
 from shac.run.serialization import load_config
 from tests.forked_python import ForkedProcess, run_python, start_python
+from tests.run_states import checkpoint_arrays
 from tests.toy_env import LineEnv, RegisteredLineEnv
 from tests.two_devices import CONFIG
 
@@ -112,11 +112,13 @@ def distributed_run(tmp_path_factory):
     stages = {"trained": two_processes(f"hydra.run.dir={multi}", "algo.max_epochs=3", "checkpoint.every=2")}
     stages["single"] = finish([reference])
     check_exit_codes(stages)
-    states = {"single": final_arrays(single), "trained": final_arrays(multi)}
+    config = load_config(single)
+    line = Shac(config.algo, RegisteredLineEnv(episode_length=config.env.episode_length))  # the runs' shapes
+    states = {"single": checkpoint_arrays(single, 3, line), "trained": checkpoint_arrays(multi, 3, line)}
     shutil.rmtree(multi / "checkpoints" / "3")
     stages["resumed"] = two_processes(f"resume={multi}", "algo.max_epochs=3")  # toy_train.ARGS say 2
     check_exit_codes(stages)
-    states["resumed"] = final_arrays(multi)
+    states["resumed"] = checkpoint_arrays(multi, 3, line)
     return single, multi, states, stages
 
 
@@ -124,15 +126,6 @@ def check_exit_codes(stages: dict[str, list[tuple[int, str, str]]]) -> None:
     for stage, results in stages.items():
         for process, (code, _, stderr) in enumerate(results):
             assert code == 0, f"{stage}, process {process}: {stderr[-3000:]}"
-
-
-def final_arrays(run_dir):
-    """The arrays of the checkpoint of epoch 3, restored onto this process's one device."""
-    config = load_config(run_dir)
-    shac = Shac(config.algo, RegisteredLineEnv(episode_length=config.env.episode_length))
-    with Checkpointer(run_dir) as checkpoints:
-        state = checkpoints.restore(3, jax.eval_shape(shac.init, jax.random.key(0)), config)
-    return jax.device_get(state_arrays(state))
 
 
 @pytest.mark.parametrize("stage", ["trained", "resumed"])

@@ -23,10 +23,10 @@ from envs import private_apis
 from envs.physics.smoothing import Smoothing
 from shac.config import ConfigError, EnvConfig, make_env
 from shac.core.algorithms import make_algorithm
-from shac.run.checkpoint import Checkpointer, state_arrays
 from shac.run.serialization import load_config
 from tests import tiny_configs
 from tests.conftest import run_cli
+from tests.run_states import checkpoint_arrays
 
 CARTPOLE = "playground/CartpoleSwingup"
 PENDULUM = "playground/PendulumSwingup"
@@ -257,14 +257,6 @@ def trained(request, tmp_path_factory):
     return run_dir, json.loads(last.strip().splitlines()[-1])
 
 
-def final_arrays(run_dir, epoch):
-    config = load_config(run_dir)
-    shac = make_algorithm(config.algo, make_env(config.env))
-    abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
-    with Checkpointer(run_dir) as checkpoints:
-        return jax.device_get(state_arrays(checkpoints.restore(epoch, abstract, config)))
-
-
 def test_a_run_trains_and_evaluates_in_a_new_process(trained):
     run_dir, summary = trained
     assert (summary["epoch"], summary["env_steps"]) == (4, 4 * 4 * 8)
@@ -304,7 +296,9 @@ def test_a_resumed_run_ends_in_the_same_state(trained, tmp_path):
     run_cli("launch/train.py", f"resume={resumed}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        expected, actual = final_arrays(run_dir, 4), final_arrays(resumed, 4)
+        config = load_config(run_dir)
+        shac = make_algorithm(config.algo, make_env(config.env))  # the two runs' shapes: one env construction
+        expected, actual = (checkpoint_arrays(run, 4, shac) for run in (run_dir, resumed))
     assert expected.keys() == actual.keys()
     for name in expected:
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)

@@ -13,16 +13,13 @@ import os
 import signal
 import time
 
-import jax
 import numpy as np
 import pytest
 
-from shac.config import make_env
-from shac.core.algorithms import make_algorithm
-from shac.run.checkpoint import Checkpointer, state_arrays
-from shac.run.serialization import load_config
+from shac.run.checkpoint import Checkpointer
 from tests.conftest import OPTIMIZED_ENV, PENDULUM_ARGS
 from tests.forked_python import start_python
+from tests.run_states import checkpoint_arrays
 
 EPOCHS, CHECKPOINT_EVERY = 150, 20
 # W&B and the checkpoint interval do not change what is trained
@@ -64,14 +61,6 @@ def wait_for(condition, process, what):
         assert process.poll() is None, f"the run ended before {what}: {process.communicate()[1][-3000:]}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
-
-
-def final_arrays(run_dir):
-    config = load_config(run_dir)
-    shac = make_algorithm(config.algo, make_env(config.env))
-    abstract = jax.eval_shape(shac.init, jax.random.key(config.seed))
-    with Checkpointer(run_dir) as checkpoints:
-        return jax.device_get(state_arrays(checkpoints.restore(EPOCHS, abstract, config)))
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +110,7 @@ def test_sigkill_leaves_complete_checkpoints_and_the_resume_repeats_nothing(inte
 
 def test_resumed_run_ends_exactly_as_the_uninterrupted_one(pendulum_run, interrupted):
     run_dir, stages = interrupted
-    expected, actual = final_arrays(pendulum_run), final_arrays(run_dir)
+    expected, actual = (checkpoint_arrays(run, EPOCHS) for run in (pendulum_run, run_dir))
     assert expected.keys() == actual.keys()
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=0, atol=1e-6, err_msg=name)
