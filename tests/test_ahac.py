@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+import optax
 import pytest
 from mujoco import mjx
 
@@ -139,6 +140,36 @@ def test_critic_passes_stop_when_the_loss_stops_changing(tolerance, passes):
         state.critic_params, state.critic_opt_state, obs, targets, weights, jax.random.key(2)
     )
     assert float(metrics["iterations"]) == passes
+
+
+def test_a_critic_pass_is_equal_minibatches_of_the_simulated_samples_and_never_reads_the_rest():
+    # 7 of the 8 steps simulated: 28 samples in 2 minibatches of 14, each summed over chunks of
+    # 4 envs x 3 steps (min_horizon) / 2 = 6 samples (6 + 6 + 2); the unsimulated rows are NaN
+    ahac = Ahac(CONFIG, LineEnv())
+    state = ahac.init(jax.random.key(0))
+    size, simulated = CONFIG.horizon * CONFIG.num_envs, 7 * CONFIG.num_envs
+    weights = (jnp.arange(size) < simulated).astype(jnp.float32)
+    obs = jnp.where(weights[:, None] > 0, jax.random.normal(jax.random.key(1), (size, 2)), jnp.nan)
+    targets = jnp.where(weights > 0, 3.0 * jax.random.normal(jax.random.key(2), (size,)), jnp.nan)
+    key = jax.random.key(3)
+    (params, _), (loss, skipped) = jax.jit(ahac.critic_pass)(
+        (state.critic_params, state.critic_opt_state), key, obs, targets, weights
+    )
+    # the reference: the simulated samples in the pass's random order, cut into equal minibatches,
+    # one optimiser step on each minibatch's mean squared error
+    order = np.argsort(np.where(weights > 0, jax.random.uniform(key, (size,)), 2.0))[:simulated]
+    expected, opt_state, batch_losses = state.critic_params, state.critic_opt_state, []
+    for part in np.split(order, CONFIG.critic_minibatches):
+        value, grads = jax.value_and_grad(
+            lambda p, part=part: losses.critic_loss(ahac.critic_values(p, obs[part]), targets[part])
+        )(expected)
+        updates, opt_state = ahac.critic_optimizer.update(grads, opt_state, expected)
+        expected = optax.apply_updates(expected, updates)
+        batch_losses.append(value)
+    assert int(skipped) == 0
+    assert float(loss) == pytest.approx(float(np.mean(batch_losses)), rel=1e-5)
+    for got, want in zip(jax.tree.leaves(params), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_contact_stiffness_is_zero_in_free_fall_and_positive_in_contact():

@@ -11,7 +11,8 @@ Contact-Rich Differentiable Simulation" (ICML 2024). What differs from SHAC:
 - Two critics; the minimum of the two target critics bootstraps the actor and
   the targets (`algo.num_critics=2`, `algo.critic_combine=min`).
 - The critic trains until its loss stops changing (over `PATIENCE` passes), up
-  to `algo.critic_iterations` passes.
+  to `algo.critic_iterations` passes, each over the steps simulated only, in
+  `algo.critic_minibatches` equal minibatches (`Ahac.critic_pass`).
 """
 
 from __future__ import annotations
@@ -68,6 +69,55 @@ class Ahac(Shac):
         """int32 [] round(H), within [min_horizon, horizon]."""
         steps = jnp.round(state.algo_state["horizon"]).astype(jnp.int32)
         return jnp.clip(steps, self.config.ahac.min_horizon, self.config.horizon)
+
+    def critic_pass(
+        self,
+        carry: tuple[Params, optax.OptState],
+        key: jax.Array,
+        obs: jax.Array,
+        targets: jax.Array,
+        weights: jax.Array,
+    ) -> tuple[tuple[Params, optax.OptState], tuple[jax.Array, jax.Array]]:
+        """One shuffled pass over the samples simulated (weight 1) in `critic_minibatches` minibatches
+        of equal size (within one sample), as the reference code's dataset of the window's steps; the
+        rest of the buffer is never read. See `Shac.critic_pass` for the arguments and returns.
+
+        A minibatch is evaluated in chunks of the smallest window's minibatch (N * `ahac.min_horizon`
+        / `critic_minibatches` samples), its gradient summed over them, so a pass costs what the
+        window simulated, not what the longest window would.
+        """
+        minibatches = self.config.critic_minibatches
+        chunk = -(-self.config.num_envs * self.config.ahac.min_horizon // minibatches)
+        simulated = weights > 0
+        # the simulated samples first, in random order; then padding, so a chunk's slice stays in bounds
+        order = jnp.argsort(jnp.where(simulated, jax.random.uniform(key, weights.shape), 2.0))
+        order = jnp.concatenate([order, jnp.zeros(chunk, order.dtype)])
+        bounds = jnp.arange(minibatches + 1) * jnp.sum(simulated) // minibatches
+
+        def minibatch(carry, j):
+            start, end = bounds[j], bounds[j + 1]
+
+            def add_chunk(k, sums):
+                first = start + k * chunk
+                indices = jax.lax.dynamic_slice(order, (first,), (chunk,))
+                inside = first + jnp.arange(chunk) < end  # past the minibatch's end: zeros, never read
+                chunk_obs = jnp.where(inside[:, None], obs[indices], 0.0)
+                chunk_targets = jnp.where(inside, targets[indices], 0.0)
+
+                def squared_errors(p):  # summed over the chunk's samples, averaged over the critics
+                    values = self.critic_values(p, chunk_obs)
+                    return jnp.mean(jnp.sum(inside * (values - chunk_targets) ** 2, axis=-1))
+
+                return jax.tree.map(jnp.add, sums, jax.value_and_grad(squared_errors)(carry[0]))
+
+            zeros = (jnp.zeros((), targets.dtype), jax.tree.map(jnp.zeros_like, carry[0]))
+            total, grads = jax.lax.fori_loop(0, (end - start + chunk - 1) // chunk, add_chunk, zeros)
+            size = jnp.maximum(end - start, 1).astype(targets.dtype)
+            carry, skipped = self.critic_update(carry, jax.tree.map(lambda g: g / size, grads))
+            return carry, (total / size, skipped)
+
+        carry, (batch_losses, skipped) = jax.lax.scan(minibatch, carry, jnp.arange(minibatches))
+        return carry, (batch_losses.mean(), skipped.sum())
 
     def fit_critic(
         self,

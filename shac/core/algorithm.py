@@ -291,22 +291,27 @@ class Shac:
         """
 
         def minibatch(carry, indices):
-            params, opt_state = carry
-
             def loss_fn(p):
                 return losses.critic_loss(self.critic_values(p, obs[indices]), targets[indices], weights[indices])
 
-            loss, grads = jax.value_and_grad(loss_fn)(params)
-            updates, new_opt_state = self.critic_optimizer.update(grads, opt_state, params)
-            finite = jnp.isfinite(optax.global_norm(grads))
-            params, opt_state = _select(
-                finite, (optax.apply_updates(params, updates), new_opt_state), (params, opt_state)
-            )
-            return (params, opt_state), (loss, ~finite)
+            loss, grads = jax.value_and_grad(loss_fn)(carry[0])
+            carry, skipped = self.critic_update(carry, grads)
+            return carry, (loss, skipped)
 
         order = jax.random.permutation(key, targets.shape[0]).reshape(self.config.critic_minibatches, -1)
         carry, (batch_losses, skipped) = jax.lax.scan(minibatch, carry, order)
         return carry, (batch_losses.mean(), skipped.sum())
+
+    def critic_update(
+        self, carry: tuple[Params, optax.OptState], grads: Params
+    ) -> tuple[tuple[Params, optax.OptState], jax.Array]:
+        """One optimiser step of the critic on a minibatch's `grads`, skipped where they are not finite:
+        the new (parameters, optimiser state) and bool [] whether it was skipped."""
+        params, opt_state = carry
+        updates, new_opt_state = self.critic_optimizer.update(grads, opt_state, params)
+        finite = jnp.isfinite(optax.global_norm(grads))
+        carry = _select(finite, (optax.apply_updates(params, updates), new_opt_state), carry)
+        return carry, ~finite
 
     def fit_critic(
         self,
