@@ -13,6 +13,7 @@ from shac.tools.benchmarks import report
 from shac.tools.benchmarks.clock import BudgetClock
 from shac.tools.benchmarks.config import PPOConfig
 from shac.tools.benchmarks.learning import retime, train_ppo
+from shac.tools.benchmarks.throughput import median_seconds
 from tests.conftest import run_cli
 
 
@@ -64,6 +65,17 @@ def test_clock_leaves_out_the_first_laps_compile_time():
     assert clock.compile_s == 2.0 and clock.elapsed() == 22.0  # 8 + 6 + 8
     with pytest.raises(ValueError, match="budget must be > 0"):
         BudgetClock(budget_s=0)
+
+
+def test_median_seconds_warms_each_call_up_then_alternates_them():
+    order = []
+
+    def call(name):
+        return lambda x: order.append(name) or x
+
+    seconds = median_seconds({"a": (call("a"), (1.0,)), "b": (call("b"), (2.0,))}, repeats=3)
+    assert order == ["a", "b"] * 4  # one warm-up call each, then 3 alternated rounds
+    assert seconds.keys() == {"a", "b"} and all(0.0 < s < 1.0 for s in seconds.values())
 
 
 def test_retime_recomputes_an_older_runs_times_from_its_laps():

@@ -183,6 +183,42 @@ def test_checkpointed_window_has_the_same_values_and_gradient_and_stores_less():
     assert backward_temp_bytes(8) < 0.7 * backward_temp_bytes(0)
 
 
+@pytest.mark.parametrize("active", [1, 3, 4, 6])
+def test_an_adaptive_window_in_segments_is_the_short_window_with_zeros_after_it(active):
+    # 6 compiled steps in segments of 2, `active` of them simulated (3: a segment ends inside;
+    # 4: on a segment's end): the values and the gradient are the short window's, with or without
+    # segments, and every row after the end is zero; resets (episodes of 3) inside the window
+    env = LineEnv(episode_length=3)
+
+    def loss(c, horizon, remat_every, active_horizon):
+        state = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 2))
+        _, window = rollout(
+            env,
+            constant_policy(c),
+            value,
+            IDENTITY,
+            state,
+            state,
+            jax.random.key(2),
+            horizon,
+            remat_every,
+            active_horizon,
+        )
+        return losses.actor_loss(window.rewards, window.next_values, window.dones, 0.99, window.active), window
+
+    short = jax.value_and_grad(loss, has_aux=True)(0.3, active, 0, None)
+    for remat_every in (0, 2):
+        (value_, window), grad = jax.jit(jax.value_and_grad(loss, has_aux=True), static_argnums=(1, 2))(
+            0.3, 6, remat_every, jnp.int32(active)
+        )
+        (short_value, short_window), short_grad = short
+        np.testing.assert_allclose([value_, grad], [short_value, short_grad], rtol=1e-6)
+        for name, rows in vars(window).items():
+            for got, want in zip(jax.tree.leaves(rows), jax.tree.leaves(getattr(short_window, name)), strict=True):
+                np.testing.assert_allclose(got[:active], want, rtol=1e-6, err_msg=name)
+                np.testing.assert_array_equal(got[active:], 0.0, err_msg=name)
+
+
 def test_window_rewards_match_a_plain_loop():
     # LineEnv: x' = x + a, reward x'; from x = 1 under actions 1, 2, -0.5 the rewards are 2, 4, 3.5
     env = LineEnv(episode_length=10, start=1.0)

@@ -18,8 +18,6 @@ Results go to docs/benchmarks/ahac_critic_cost_ant.json.
 """
 
 import json
-import statistics
-import time
 from pathlib import Path
 
 from launch.runtime import configure_runtime
@@ -33,7 +31,7 @@ from shac.config import make_env, to_train_config  # noqa: E402
 from shac.core.ahac import Ahac  # noqa: E402
 from shac.core.algorithm import Shac  # noqa: E402
 from shac.run.hydra_config import register_configs, split_launch_config  # noqa: E402
-from shac.tools.benchmarks.throughput import epoch_parts  # noqa: E402
+from shac.tools.benchmarks.throughput import epoch_parts, median_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "docs" / "benchmarks" / "ahac_critic_cost_ant.json"
@@ -54,12 +52,6 @@ def ant_config(critic_hidden: str):
         return to_train_config(split_launch_config(compose(config_name="config", overrides=overrides))[0])
 
 
-def timed(fn, *args) -> float:
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    return time.perf_counter() - start
-
-
 def measure(critic_hidden: str) -> dict:
     config = ant_config(critic_hidden)
     env = make_env(config.env, config.randomization, config.smoothing)
@@ -71,13 +63,7 @@ def measure(critic_hidden: str) -> dict:
         critic_fit, critic_args = epoch_parts(ahac, state)["critic_fit"]
         calls[f"epoch_s/{name}"] = (epoch, (state,))
         calls[f"critic_fit_s/{name}"] = (critic_fit, critic_args)
-    for fn, args in calls.values():  # warm-up calls
-        jax.block_until_ready(fn(*args))
-    times = {name: [] for name in calls}
-    for _ in range(REPEATS):
-        for name, (fn, args) in calls.items():
-            times[name].append(timed(fn, *args))
-    result = {name: statistics.median(laps) for name, laps in times.items()}
+    result = median_seconds(calls, REPEATS)
     for part in ("epoch_s", "critic_fit_s"):
         result[f"{part}/ratio"] = result[f"{part}/whole_buffer"] / result[f"{part}/simulated"]
     return result

@@ -205,7 +205,11 @@ def rollout(
         active_horizon: None, or int32 [] in [1, horizon]: only the first
             `active_horizon` steps are simulated (a conditional skips the rest,
             forward and backward, so one compiled window serves every shorter
-            horizon); the window reports them in `Window.active`.
+            horizon); the window reports them in `Window.active`. A step
+            skipped on its own still writes and reads its share of the
+            intermediates the backward pass keeps (zeros); with `remat_every`,
+            a segment that starts past the end is skipped whole and keeps
+            nothing (docs/algorithms.md has what each costs).
         state_probes: None, or `zero_probes(env_state.pipeline_state, horizon)`
             batched over N: the gradient with respect to step t's probe is the
             gradient that flows back into the state step t starts from.
@@ -271,13 +275,28 @@ def rollout(
     if not remat_every:
         return jax.lax.scan(step, env_state, inputs)
     segments = horizon // remat_every
+    key_impl = jax.random.key_impl(key)
 
     @jax.checkpoint
     def segment(state: State, segment_inputs) -> tuple[State, Window]:
-        return jax.lax.scan(step, state, segment_inputs)
+        t, key_data, probes = segment_inputs
+        return jax.lax.scan(step, state, (t, jax.random.wrap_key_data(key_data, impl=key_impl), probes))
 
+    def skip_segment(state: State, segment_inputs) -> tuple[State, Window]:
+        window = jax.eval_shape(segment, state, segment_inputs)[1]
+        return state, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), window)
+
+    def segment_unless_past_the_end(state: State, segment_inputs) -> tuple[State, Window]:
+        if active_horizon is None:
+            return segment(state, segment_inputs)
+        first_step = segment_inputs[0][0]
+        return jax.lax.cond(first_step < active_horizon, segment, skip_segment, state, segment_inputs)
+
+    # the keys go into the segments as raw data: `lax.cond` pads the residuals of the branch not taken
+    # with zeros, which JAX cannot make of a key type
+    inputs = (inputs[0], jax.random.key_data(inputs[1]), inputs[2])
     segment_inputs = jax.tree.map(lambda x: x.reshape(segments, remat_every, *x.shape[1:]), inputs)
-    env_state, window = jax.lax.scan(segment, env_state, segment_inputs)
+    env_state, window = jax.lax.scan(segment_unless_past_the_end, env_state, segment_inputs)
     return env_state, jax.tree.map(lambda x: x.reshape(horizon, *x.shape[2:]), window)
 
 

@@ -66,6 +66,18 @@ def _timed(fn, *args):
     return out, time.perf_counter() - start
 
 
+def median_seconds(calls: dict, repeats: int) -> dict[str, float]:
+    """{name: (compiled function, args)} -> {name: median seconds of `repeats` calls}, after one
+    warm-up call of each; the calls alternate, so a slower spell of a noisy machine falls on all of them."""
+    for fn, args in calls.values():
+        jax.block_until_ready(fn(*args))
+    times = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, (fn, args) in calls.items():
+            times[name].append(_timed(fn, *args)[1])
+    return {name: statistics.median(laps) for name, laps in times.items()}
+
+
 def epoch_parts(shac: Shac, state: TrainState) -> dict:
     """The epoch's parts as separately compiled functions of `state`, each with its arguments:
     {name: (compiled function, args)} for gradient, actor_update, critic_fit and target_update."""
