@@ -209,7 +209,8 @@ def rollout(
             skipped on its own still writes and reads its share of the
             intermediates the backward pass keeps (zeros); with `remat_every`,
             a segment that starts past the end is skipped whole and keeps
-            nothing (docs/algorithms.md has what each costs).
+            only the state it starts from (docs/algorithms.md has what each
+            costs).
         state_probes: None, or `zero_probes(env_state.pipeline_state, horizon)`
             batched over N: the gradient with respect to step t's probe is the
             gradient that flows back into the state step t starts from.
