@@ -33,9 +33,8 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 from shac.config import make_env, to_train_config  # noqa: E402
 from shac.core.algorithms import make_algorithm  # noqa: E402
-from shac.core.rollout import zero_probes  # noqa: E402
 from shac.run.hydra_config import register_configs, split_launch_config  # noqa: E402
-from shac.tools.benchmarks.throughput import median_seconds  # noqa: E402
+from shac.tools.benchmarks.throughput import epoch_gradient, median_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "docs" / "benchmarks" / "ahac_window_cost_ant.json"
@@ -51,15 +50,9 @@ def ant_config(*overrides: str):
 
 
 def compiled_gradient(algorithm, state):
-    """The epoch's actor gradient as one compiled function of `state` (resets and keys fixed)."""
-    _, reset_key, rollout_key, _ = jax.random.split(state.key, 4)
-    reset_states = jax.jit(jax.vmap(algorithm.env.reset))(jax.random.split(reset_key, algorithm.config.num_envs))
-    probes = zero_probes(state.env_state.pipeline_state, algorithm.config.horizon)
-
-    def gradient(state):
-        return algorithm.actor_gradient(state, reset_states, rollout_key, probes)
-
-    return jax.jit(gradient).lower(state).compile()
+    """The epoch's actor gradient (resets and keys fixed), compiled, and its state probes."""
+    gradient, args = epoch_gradient(algorithm, state)
+    return jax.jit(gradient).lower(*args).compile(), args[1]
 
 
 def at_window(state, steps: int):
@@ -78,13 +71,15 @@ def main() -> None:
         result[f"compile_s/remat_{remat_every}"] = time.perf_counter() - start
         print(f"remat_every={remat_every}: the AHAC epoch compiled in {result[f'compile_s/remat_{remat_every}']:.0f} s")
         calls[f"epoch_s/remat_{remat_every}"] = (epoch, (state,))
-        gradient = compiled_gradient(ahac, state)
+        gradient, probes = compiled_gradient(ahac, state)
         for steps in WINDOWS:
-            calls[f"gradient_s/{steps}/remat_{remat_every}"] = (gradient, (at_window(state, steps),))
+            calls[f"gradient_s/{steps}/remat_{remat_every}"] = (gradient, (at_window(state, steps), probes))
     config = ant_config()
     shac = make_algorithm(config.algo, make_env(config.env, config.randomization, config.smoothing))
     state = jax.block_until_ready(jax.jit(shac.init)(jax.random.key(0)))
-    calls[f"gradient_s/shac_{config.algo.horizon}"] = (compiled_gradient(shac, state), (state,))
+    gradient, probes = compiled_gradient(shac, state)
+    shac_gradient = f"gradient_s/shac_{config.algo.horizon}"
+    calls[shac_gradient] = (gradient, (state, probes))
     result.update(median_seconds(calls, REPEATS))
     for steps in WINDOWS:
         per_step, segments = (result[f"gradient_s/{steps}/remat_{k}"] for k in REMAT)
@@ -96,7 +91,8 @@ def main() -> None:
     result["epoch_s/ratio"] = result["epoch_s/remat_0"] / result["epoch_s/remat_8"]
     print(
         f"epoch at 8 steps: {result['epoch_s/remat_0'] * 1e3:.0f} ms against {result['epoch_s/remat_8'] * 1e3:.0f} ms "
-        f"({result['epoch_s/ratio']:.2f}x); SHAC's 8-step gradient {result['gradient_s/shac_8'] * 1e3:.0f} ms"
+        f"({result['epoch_s/ratio']:.2f}x); SHAC's {config.algo.horizon}-step gradient "
+        f"{result[shac_gradient] * 1e3:.0f} ms"
     )
     OUTPUT.write_text(json.dumps({"device": str(jax.devices()[0]), "repeats": REPEATS, **result}, indent=2) + "\n")
     print(f"wrote {OUTPUT.relative_to(ROOT)}")

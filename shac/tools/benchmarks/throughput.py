@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import jax
@@ -78,16 +79,25 @@ def median_seconds(calls: dict, repeats: int) -> dict[str, float]:
     return {name: statistics.median(laps) for name, laps in times.items()}
 
 
-def epoch_parts(shac: Shac, state: TrainState) -> dict:
-    """The epoch's parts as separately compiled functions of `state`, each with its arguments:
-    {name: (compiled function, args)} for gradient, actor_update, critic_fit and target_update."""
-    _, reset_key, rollout_key, critic_key = jax.random.split(state.key, 4)
+def epoch_gradient(shac: Shac, state: TrainState) -> tuple[Callable, tuple]:
+    """The epoch's actor gradient as a function of (state, state probes), with the resets and the
+    rollout key the epoch draws from `state.key` fixed, and its arguments."""
+    _, reset_key, rollout_key, _ = jax.random.split(state.key, 4)
     # jitted: MJX run op by op compiles each of its operations on its own
     reset_states = jax.jit(jax.vmap(shac.env.reset))(jax.random.split(reset_key, shac.config.num_envs))
     probes = zero_probes(state.env_state.pipeline_state, shac.config.horizon)
 
     def gradient(state, probes):
         return shac.actor_gradient(state, reset_states, rollout_key, probes)
+
+    return gradient, (state, probes)
+
+
+def epoch_parts(shac: Shac, state: TrainState) -> dict:
+    """The epoch's parts as separately compiled functions of `state`, each with its arguments:
+    {name: (compiled function, args)} for gradient, actor_update, critic_fit and target_update."""
+    critic_key = jax.random.split(state.key, 4)[3]
+    gradient, (_, probes) = epoch_gradient(shac, state)
 
     def actor_update(state, grads):
         updates, opt_state = shac.actor_optimizer.update(grads, state.actor_opt_state, state.actor_params)
