@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from envs.ant import Ant
 from envs.arm_reach import ArmReach
@@ -70,6 +72,8 @@ def resolve(name: str) -> type:
             raise ValueError(f"env '{name}': {e}") from None
     if ":" in name:
         module_name, _, class_name = name.partition(":")
+        if str(Path.cwd()) not in sys.path:
+            sys.path.append(str(Path.cwd()))  # the working directory's packages, as `python -m` finds them
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:

@@ -1,8 +1,8 @@
 """Evaluate a trained policy: `python launch/evaluate.py run_dir=<dir> [checkpoint=<epoch>] episodes=16 video=true`.
 
 Runs the deterministic policy (mean action) for full episodes on the run's
-environment and prints one JSON line: {"mean_return", "std_return", "episodes", "mean_length", "terminated"}
-(and "video", the mp4's path, with video=true). The policy is the run's
+environment and prints one JSON line: {"mean_return", "std_return", "episodes", "mean_length", "terminated",
+"exploded"} (and "video", the mp4's path, with video=true). The policy is the run's
 checkpoint `checkpoint` if given, else its final `policy.msgpack`, else its
 newest checkpoint (a run still training or interrupted). With physical=true
 the episodes run under the physical contact model (smoothing none), for a run

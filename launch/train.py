@@ -108,7 +108,6 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco
-    sys.path.append(str(Path.cwd()))  # env.name=package.module:Class from the working directory, as `python -m` does
     from launch.preflight import PreflightError, preflight
     from shac.config import ConfigError
     from shac.run.hydra_config import register_configs

@@ -42,14 +42,17 @@ def test_hopper_without_actions_falls_where_the_evaluation_says():
     def zero(obs):
         return jnp.zeros((obs.shape[0], env.action_size))
 
-    signals, alive, terminated, rewards = jax.jit(record_episodes, static_argnums=(0, 1, 3, 4))(
+    signals, alive, terminated, rewards, exploded = jax.jit(record_episodes, static_argnums=(0, 1, 3, 4))(
         env, zero, key, episodes, root_body(env, None)
     )
     evaluation = jax.jit(evaluate_policy, static_argnums=(0, 1, 3))(env, zero, key, episodes)
     report = fall_report(*(np.asarray(x) for x in (signals, alive, terminated)), before=10)
     np.testing.assert_array_equal(np.asarray(terminated).sum(axis=0), np.asarray(evaluation.terminated))
     np.testing.assert_array_equal(np.asarray(alive).sum(axis=0), np.asarray(evaluation.lengths))
-    np.testing.assert_allclose(np.asarray(rewards).sum(axis=0), np.asarray(evaluation.returns), rtol=1e-5)
+    # two compiled programs, each rounding its own way through 150 steps of a falling hopper (a step's reward is
+    # about 1, so a step counted twice or missed would be off by 1e-2 of these returns)
+    np.testing.assert_allclose(np.asarray(rewards).sum(axis=0), np.asarray(evaluation.returns), rtol=1e-3)
+    assert not np.asarray(exploded).any() and not np.asarray(evaluation.exploded).any()
     assert (np.asarray(rewards)[np.asarray(alive) == 0] == 0).all()  # nothing counted after the fall
     assert report["falls"] == int(np.asarray(evaluation.terminated).sum()) == episodes  # it topples
     np.testing.assert_array_equal(report["fall_steps"], np.sort(np.asarray(evaluation.lengths) - 1))
@@ -69,8 +72,8 @@ def test_a_velocity_perturbation_moves_the_first_step_by_about_its_size_and_zero
     plain = [np.asarray(x) for x in record(env, zero, key, episodes, body)]
     unmoved = [np.asarray(x) for x in record(env, zero, key, episodes, body, jnp.float32(0.0))]
     moved = [np.asarray(x) for x in record(env, zero, key, episodes, body, jnp.float32(1e-3))]
-    for a, b in zip(plain, unmoved, strict=True):
-        np.testing.assert_array_equal(a, b)
+    for a, b in zip(plain, unmoved, strict=True):  # the default 0.0 is a constant XLA folds: another program's rounding
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
     # the torso's x speed after the first step moves by about the perturbation of its velocity
     speed = SIGNALS.index("forward_speed")
     speed_change = np.abs(moved[0][0, :, speed] - plain[0][0, :, speed])

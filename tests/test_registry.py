@@ -1,5 +1,6 @@
 """Environments by name: registered, `package.module:Class`, and installed packages' entry points."""
 
+import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -21,6 +22,16 @@ def test_a_class_in_a_users_module_is_built_by_its_path():
     env = envs.make(USER_ENV, smoothing=Smoothing(mode="soft"), unroll_substeps=True)
     assert isinstance(env, ShortPendulum) and env.episode_length == 50
     assert (env.smoothing.mode, env.unroll_substeps) == ("soft", True)
+
+
+def test_a_users_module_is_found_in_the_working_directory_by_any_command_not_only_training(tmp_path, monkeypatch):
+    package = tmp_path / "cwd_robots"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "pendulum.py").write_text("from tests.user_envs import ShortPendulum\n\nMine = ShortPendulum\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])  # restored afterwards
+    assert envs.resolve("cwd_robots.pendulum:Mine") is ShortPendulum  # as launch/evaluate.py resolves a run's env
 
 
 def test_an_installed_packages_entry_point_names_an_env(monkeypatch):

@@ -167,6 +167,13 @@ def tree_where(mask: jax.Array, on_true, on_false):
     return jax.tree.map(select, on_true, on_false)
 
 
+def exploded(env: MjxEnv, states: State) -> jax.Array:
+    """bool [N]: which of a batch of states just stepped have a non-finite observation or reward, or
+    physics past `env.too_fast`. Training resets those envs; an evaluation ends their episodes."""
+    finite = jnp.isfinite(states.obs).all(axis=-1) & jnp.isfinite(states.reward)
+    return ~finite | jax.vmap(env.too_fast)(states)
+
+
 def rollout(
     env: MjxEnv,
     policy: PolicyFn,
@@ -238,7 +245,7 @@ def rollout(
         next_state = step_env(state, action)
 
         too_fast = too_fast_env(next_state)
-        nonfinite = ~(jnp.isfinite(next_state.obs).all(axis=-1) & jnp.isfinite(next_state.reward)) | too_fast
+        nonfinite = exploded(env, next_state)
         next_obs = jnp.where(nonfinite[:, None], 0.0, next_state.obs)
         no_future = (next_state.terminated > 0) | nonfinite
         next_value = jnp.where(no_future, 0.0, target_value(normalizer.normalize(next_obs)))

@@ -51,7 +51,7 @@ def evaluate_run(
         nominal: the episodes run on the run's nominal model, without its randomisation.
 
     Returns:
-        {"mean_return", "std_return", "episodes", "mean_length", "terminated"} (`summarize`),
+        {"mean_return", "std_return", "episodes", "mean_length", "terminated", "exploded"} (`summarize`),
         with `real`, "real" (its path), with `nominal`, "nominal": true, and, with `video`, "video" (the
         mp4's path).
 

@@ -12,6 +12,7 @@ from flax import struct
 from envs import MjxEnv
 from shac.core.networks import Actor, act
 from shac.core.normalizer import RunningStatistics
+from shac.core.rollout import exploded
 
 
 @struct.dataclass
@@ -24,11 +25,15 @@ class Evaluation:
             for one that reached the time limit).
         terminated: float32 [episodes] 1.0 where the episode ended by termination (a
             fall, for the locomotion tasks) rather than at the time limit.
+        exploded: float32 [episodes] 1.0 where the episode ended because its physics did
+            (a non-finite observation or reward, or a state past `env.too_fast`): its
+            return counts the steps before that one.
     """
 
     returns: jax.Array
     lengths: jax.Array
     terminated: jax.Array
+    exploded: jax.Array
 
 
 def evaluate(
@@ -46,8 +51,10 @@ def evaluate(
 def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: jax.Array, episodes: int) -> Evaluation:
     """`episodes` full episodes under a deterministic policy: returns, lengths, terminations.
 
-    Each episode runs from a fresh reset until it terminates or reaches the
-    time limit; rewards after the end are not counted. Any method's policy can
+    Each episode runs from a fresh reset until it terminates, reaches the time
+    limit or its physics explodes (`exploded`, the states training resets);
+    rewards after the end are not counted, and cannot reach the returns even
+    when the simulation of an ended episode goes on to explode. Any method's policy can
     be evaluated this way (the benchmarks evaluate brax's PPO and APG with it).
 
     Args:
@@ -60,15 +67,18 @@ def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: 
     def step(carry, _):
         state, alive, outcome = carry
         state = step_env(state, policy(state.obs))
+        blown = exploded(env, state)
+        counted = (alive > 0) & ~blown
         outcome = Evaluation(
-            returns=outcome.returns + alive * state.reward,
+            returns=outcome.returns + jnp.where(counted, state.reward, 0.0),
             lengths=outcome.lengths + alive,
-            terminated=outcome.terminated + alive * state.terminated,
+            terminated=outcome.terminated + jnp.where(counted, state.terminated, 0.0),
+            exploded=outcome.exploded + alive * blown,
         )
-        return (state, alive * (1.0 - state.done), outcome), None
+        return (state, jnp.where(counted, 1.0 - state.done, 0.0), outcome), None
 
     zeros = jnp.zeros(episodes)
-    init = (states, jnp.ones(episodes), Evaluation(returns=zeros, lengths=zeros, terminated=zeros))
+    init = (states, jnp.ones(episodes), Evaluation(returns=zeros, lengths=zeros, terminated=zeros, exploded=zeros))
     (_, _, outcome), _ = jax.lax.scan(step, init, None, length=env.episode_length)
     return outcome
 
@@ -81,7 +91,7 @@ class Episode:
         obs: float32 [T, obs_dim] observation each action was taken in.
         actions: float32 [T, action_dim] the squashed mean actions.
         qpos: float32 [T + 1, nq] joint positions from the initial state on (for rendering).
-        rewards: float32 [T].
+        rewards: float32 [T] (0 at a step whose physics exploded, see `evaluate_policy`).
         alive: float32 [T] 1.0 up to and including the step at which the episode ended.
     """
 
@@ -95,14 +105,17 @@ class Episode:
 def run_episode(
     env: MjxEnv, actor: Actor, actor_params: dict, normalizer: RunningStatistics, key: jax.Array
 ) -> Episode:
-    """One episode from `env.reset(key)` under the mean action (as `evaluate`), recorded step by step."""
+    """One episode from `env.reset(key)` under the mean action (as `evaluate`, which also says when an
+    episode ends), recorded step by step."""
 
     def step(carry, _):
         state, alive = carry
         action = act(actor, actor_params, normalizer, state.obs)
         next_state = env.step(state, action)
-        record = (state.obs, action, next_state.pipeline_state.qpos, next_state.reward, alive)
-        return (next_state, alive * (1.0 - next_state.done)), record
+        blown = exploded(env, jax.tree.map(lambda x: x[None], next_state))[0]
+        reward = jnp.where(blown, 0.0, next_state.reward)
+        record = (state.obs, action, next_state.pipeline_state.qpos, reward, alive)
+        return (next_state, jnp.where(blown, 0.0, alive * (1.0 - next_state.done))), record
 
     state = env.reset(key)
     _, (obs, actions, qpos, rewards, alive) = jax.lax.scan(step, (state, jnp.ones(())), None, length=env.episode_length)
@@ -111,12 +124,14 @@ def run_episode(
 
 
 def summarize(evaluation: Evaluation) -> dict[str, float]:
-    """The JSON summary of an evaluation: mean_return, std_return, episodes, mean_length and
-    terminated (the fraction of episodes that ended by termination)."""
+    """The JSON summary of an evaluation: mean_return, std_return, episodes, mean_length,
+    terminated and exploded (the fractions of episodes that ended by termination, and by their
+    physics exploding)."""
     return {
         "mean_return": float(jnp.mean(evaluation.returns)),
         "std_return": float(jnp.std(evaluation.returns)),
         "episodes": int(evaluation.returns.shape[0]),
         "mean_length": float(jnp.mean(evaluation.lengths)),
         "terminated": float(jnp.mean(evaluation.terminated)),
+        "exploded": float(jnp.mean(evaluation.exploded)),
     }

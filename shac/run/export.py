@@ -92,7 +92,8 @@ def check_observations(policy: RunPolicy, key: jax.Array) -> np.ndarray:
     """float32 [M, obs_dim] observations to compare artifacts on.
 
     Random ones, normal at twice the spread of the run's statistics, and real
-    ones, every observation of `CHECK_EPISODES` deterministic episodes.
+    ones, every observation the policy acted on in `CHECK_EPISODES` deterministic
+    episodes until each ended (none from past a step whose physics exploded).
     """
     random_key, episode_key = jax.random.split(key)
     normalizer, obs_dim = policy.normalizer, policy.env.observation_size
@@ -101,8 +102,8 @@ def check_observations(policy: RunPolicy, key: jax.Array) -> np.ndarray:
     episodes = _run_episodes(
         policy.env, policy.actor, policy.actor_params, normalizer, jax.random.split(episode_key, CHECK_EPISODES)
     )
-    real_obs = episodes.obs.reshape(-1, obs_dim)
-    return np.asarray(jnp.concatenate([random_obs, real_obs]), np.float32)
+    real_obs = np.asarray(episodes.obs).reshape(-1, obs_dim)[np.asarray(episodes.alive).reshape(-1) > 0]
+    return np.concatenate([np.asarray(random_obs), real_obs]).astype(np.float32)
 
 
 def export_policy(policy: RunPolicy, out_dir: Path, key: jax.Array) -> dict[str, Path]:

@@ -91,5 +91,6 @@ def write_mp4(path: Path, frames: np.ndarray, fps: float) -> Path:
 def episode_video(path: Path, model: mujoco.MjModel, episode: Episode, ctrl_dt: float) -> Path:
     """Renders `episode` up to its end (initial state included) at real-time speed into `path`."""
     steps = int(np.asarray(episode.alive).sum())
-    frames = render(model, np.asarray(episode.qpos)[: steps + 1])
+    qpos = np.asarray(episode.qpos)[: steps + 1]
+    frames = render(model, qpos[np.isfinite(qpos).all(axis=1)])  # not the state of a step that exploded
     return write_mp4(path, frames, fps=1.0 / ctrl_dt)

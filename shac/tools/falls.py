@@ -23,7 +23,7 @@ import numpy as np
 
 from envs import MjxEnv
 from shac.core.networks import act
-from shac.core.rollout import in_contact
+from shac.core.rollout import exploded, in_contact
 from shac.run.evaluate import Evaluation, summarize
 from shac.run.serialization import load_run_policy
 
@@ -54,7 +54,7 @@ def record_episodes(
     episodes: int,
     body: int,
     qvel_perturbation: jax.Array | float = 0.0,
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
     """Full deterministic episodes from `jax.random.split(key, episodes)`, as `evaluate_policy` runs them.
 
     Args:
@@ -67,7 +67,8 @@ def record_episodes(
         signals float32 [T, episodes, len(SIGNALS)] after each step; alive float32 [T, episodes]
         (1.0 up to and including the step at which the episode ended); terminated float32
         [T, episodes] (1.0 at the step that ended it by termination); rewards float32 [T, episodes]
-        (0 after the end). T = env.episode_length.
+        (0 after the end, and at a step whose physics exploded, which ends it too); exploded float32
+        [T, episodes] (1.0 at that step, see `evaluate_policy`). T = env.episode_length.
     """
     states = jax.vmap(env.reset)(jax.random.split(key, episodes))
     data = states.pipeline_state
@@ -92,7 +93,10 @@ def record_episodes(
             ],
             axis=-1,
         )
-        return (state, alive * (1.0 - state.done)), (signals, alive, alive * state.terminated, alive * state.reward)
+        blown = exploded(env, state)
+        counted = (alive > 0) & ~blown
+        terminated, reward = (jnp.where(counted, x, 0.0) for x in (state.terminated, state.reward))
+        return (state, jnp.where(counted, 1.0 - state.done, 0.0)), (signals, alive, terminated, reward, alive * blown)
 
     _, recorded = jax.lax.scan(step, (states, jnp.ones(episodes)), None, length=env.episode_length)
     return recorded
@@ -181,9 +185,14 @@ def fall_report_of_run(
 
     def episodes_of(perturbation: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, Evaluation]:
         recorded = record(policy.env, mean_action, jax.random.key(seed), episodes, index, jnp.float32(perturbation))
-        signals, alive, terminated, rewards = (np.asarray(x) for x in recorded)
-        lengths, ended = alive.sum(axis=0), terminated.sum(axis=0)
-        return signals, alive, terminated, Evaluation(returns=rewards.sum(axis=0), lengths=lengths, terminated=ended)
+        signals, alive, terminated, rewards, blown = (np.asarray(x) for x in recorded)
+        evaluation = Evaluation(
+            returns=rewards.sum(axis=0),
+            lengths=alive.sum(axis=0),
+            terminated=terminated.sum(axis=0),
+            exploded=blown.sum(axis=0),
+        )
+        return signals, alive, terminated, evaluation
 
     signals, alive, terminated, evaluation = episodes_of(0.0)
     report = {
