@@ -41,6 +41,10 @@ _REGISTRY: dict[str, type[MjxEnv]] = {
 }
 
 
+_OTHER_NAMES = "playground/<Name> or package.module:Class"
+"""The names `make` accepts that `names` cannot list."""
+
+
 def names() -> list[str]:
     """The environment names `make` accepts besides `package.module:Class`, sorted: the
     registered ones and those of installed packages' `shac.envs` entry points."""
@@ -63,6 +67,8 @@ def resolve(name: str) -> type:
     """
     if name in _REGISTRY:
         return _REGISTRY[name]
+    if not name:
+        raise ValueError(f"no env named (env.name is empty); available: {', '.join(names())}, {_OTHER_NAMES}")
     if name.startswith("playground/"):
         from envs import playground
 
@@ -83,9 +89,7 @@ def resolve(name: str) -> type:
         return getattr(module, class_name)
     for entry_point in entry_points(group=ENTRY_POINT_GROUP, name=name):
         return entry_point.load()
-    raise ValueError(
-        f"unknown env '{name}'; available: {', '.join(names())}, playground/<Name> or package.module:Class"
-    )
+    raise ValueError(f"unknown env '{name}'; available: {', '.join(names())}, {_OTHER_NAMES}")
 
 
 def declared_episode_length(name: str) -> int | None:

@@ -99,7 +99,8 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco (shac.config imports the envs)
-    from shac.run.hydra_config import register_configs
+    from shac.run.hydra_config import register_configs, with_implied_env_config
 
+    sys.argv[1:] = with_implied_env_config(sys.argv[1:], Path(__file__).resolve().parents[1] / "configs")
     register_configs()
     main()

@@ -13,10 +13,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hydra.errors import HydraException
-
-from envs import private_apis
-from shac.run.hydra_config import check_override_keys
+from shac.run.hydra_config import check_override_keys, parse_overrides
 from shac.run.run_dir import RunLock, check_fresh
 from shac.run.serialization import CONFIG_FILE
 
@@ -54,13 +51,7 @@ def preflight(argv: list[str], config_dir: Path) -> None:
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     groups = [p.name for p in config_dir.iterdir() if p.is_dir()]
     check_override_keys(overrides, groups)
-    values = {}
-    for text in overrides:
-        try:
-            (override,) = private_apis.parse_hydra_overrides([text])
-        except HydraException:
-            continue  # a syntax error: Hydra reports it
-        values[override.key_or_group] = override.value()
+    values = {override.key_or_group: override.value() for override in parse_overrides(overrides)}
     multirun = any(a in ("-m", "--multirun") for a in argv)
     resume = values.get("resume")
     if resume is not None:

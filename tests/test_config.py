@@ -13,7 +13,13 @@ from mujoco import mjx
 import envs
 from envs import State
 from shac.config import AlgoConfig, ConfigError, DistributedConfig, EnvConfig, TrainConfig, make_env, to_train_config
-from shac.run.hydra_config import apply_overrides, check_override_keys, register_configs, split_launch_config
+from shac.run.hydra_config import (
+    apply_overrides,
+    check_override_keys,
+    implied_env_config,
+    register_configs,
+    split_launch_config,
+)
 from tests.forked_python import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,17 +42,44 @@ def options(group):
 
 
 def test_every_env_has_a_config_and_every_config_an_env():
-    # env=playground is the one setting of every Playground task (env.name=playground/<Name>)
-    assert options("env") == sorted([*envs.names(), "playground"])
+    # env=playground is the one setting of every Playground task (env.name=playground/<Name>), env=custom the
+    # same setting for a task of one's own
+    assert options("env") == sorted([*envs.names(), "playground", "custom"])
+
+
+USER_ENV = "tests.user_envs:ShortPendulum"
 
 
 @pytest.mark.parametrize("env", options("env"))
 @pytest.mark.parametrize("logger", options("logger"))
 @pytest.mark.parametrize("algo", options("algo"))
 def test_every_config_composes(env, logger, algo):
-    config = load(f"env={env}", f"logger={logger}", f"algo={algo}")
-    assert config.env.name == (env if env != "playground" else "playground/CartpoleSwingup")
+    # a class by its path for env=custom, with episodes of 100 steps (AHAC's longest window is 64)
+    name = {"playground": "playground/CartpoleSwingup", "custom": "envs.pendulum_swingup:PendulumSwingUp"}.get(env, env)
+    config = load(f"env={env}", f"logger={logger}", f"algo={algo}", *([f"env.name={name}"] if env == "custom" else []))
+    assert config.env.name == name
     assert config.logger.mode == logger
+
+
+@pytest.mark.parametrize(
+    ("overrides", "implied"),
+    [
+        (["env.name=ant"], "ant"),  # the Ant with its own hyperparameters, not the default cart-pole's
+        ([f"env.name={USER_ENV}", "algo.horizon=8"], "custom"),
+        (["env.name=playground/CheetahRun"], "playground"),
+        (["env=hopper", "env.name=ant"], None),  # an env config chosen on the command line stays
+        (["algo.horizon=8"], None),  # no task named: the default task and its config
+        (["env.name=ant,hopper"], None),  # a multirun sweep over tasks
+    ],
+)
+def test_a_task_named_without_an_env_config_implies_its_own_or_the_one_default_setting(overrides, implied):
+    assert implied_env_config(overrides, options("env")) == implied
+
+
+def test_the_custom_setting_is_playgrounds_and_needs_a_task():
+    assert load("env=custom", f"env.name={USER_ENV}").algo == load("env=playground").algo
+    with pytest.raises(ConfigError, match=r"^no env named \(env.name is empty\); available: ant, "):
+        load("env=custom")
 
 
 def test_ahac_takes_its_stiffness_threshold_from_the_task():

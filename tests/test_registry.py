@@ -1,5 +1,6 @@
 """Environments by name: registered, `package.module:Class`, and installed packages' entry points."""
 
+import json
 import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -84,7 +85,7 @@ def test_the_environment_is_built_once_with_its_options():
     assert not hasattr(env, "smooth") and not hasattr(env, "randomize")  # nothing changes it afterwards
 
 
-def test_train_cli_trains_a_users_env_by_its_path(tmp_path):
+def test_train_cli_trains_a_users_env_by_its_path_at_the_one_default_setting(tmp_path):
     args = [
         f"env.name={USER_ENV}",
         "algo.num_envs=4",
@@ -99,4 +100,8 @@ def test_train_cli_trains_a_users_env_by_its_path(tmp_path):
     ]
     result = run_python("launch/train.py", *args)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f'"name": "{USER_ENV}"' in (tmp_path / "config.json").read_text()
+    assert "env.name without env=: using env=custom (configs/env/custom.yaml)" in result.stderr
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["env"]["name"] == USER_ENV
+    # two critics from the one default setting (the cart-pole's has one), the horizon from the command line
+    assert (config["algo"]["num_critics"], config["algo"]["horizon"]) == (2, 8)

@@ -12,8 +12,10 @@ applies command-line `key=value` overrides to a saved config (resuming a run);
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
@@ -86,6 +88,18 @@ def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
     return values, from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
 
 
+def parse_overrides(overrides: Sequence[str]) -> list:
+    """Hydra's parse of each override string (`key=value`, `group=option`, ...) that parses: a malformed
+    one is left out, for Hydra's own message to say where it is wrong."""
+    parsed = []
+    for text in overrides:
+        try:
+            parsed += private_apis.parse_hydra_overrides([text])
+        except HydraException:
+            continue
+    return parsed
+
+
 def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) -> None:
     """Raises ConfigError for a command-line override whose key the schema lacks, added (`+`) or not.
 
@@ -98,12 +112,7 @@ def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) ->
         overrides: Hydra override strings (arguments that are not `-` flags).
         groups: names of the config groups (`env`, `algo`, `preset`, ...).
     """
-    parsed = []
-    for text in overrides:
-        try:
-            parsed += private_apis.parse_hydra_overrides([text])
-        except HydraException:
-            continue  # a syntax error: Hydra's own message says where
+    parsed = parse_overrides(overrides)
     top = schema(TrainConfig, extra=LaunchOptions)
     for override in parsed:
         key = override.key_or_group
@@ -118,6 +127,44 @@ def check_override_keys(overrides: Sequence[str], groups: Sequence[str] = ()) ->
             if not dataclasses.is_dataclass(hints[name]):
                 break  # a value, or a dict whose keys are free
             cls = hints[name]
+
+
+def implied_env_config(overrides: Sequence[str], env_configs: Collection[str]) -> str | None:
+    """The env config (`env=<config>`) a command line means when it names a task but no env config.
+
+    `env.name=ant` alone would otherwise train the Ant with the default task's (the cart-pole's)
+    hyperparameters. A task with a config of its own implies it (`ant`); a MuJoCo Playground task,
+    `playground`; any other task (a user's `package.module:Class`, an entry point's name), `custom`: the
+    one default setting of every Playground task.
+
+    Args:
+        overrides: Hydra override strings (arguments that are not `-` flags).
+        env_configs: the names of the env configs (`configs/env/*.yaml`).
+
+    Returns:
+        The env config's name; None when the command line picks an env config itself, names no task,
+        or sweeps over several (a multirun list).
+    """
+    parsed = parse_overrides(overrides)
+    keys = {override.key_or_group: override for override in parsed}
+    task = keys.get("env.name")
+    if "env" in keys or task is None or not isinstance(task.value(), str):
+        return None
+    name = task.value()
+    if name in env_configs:
+        return name
+    return "playground" if name.startswith("playground/") else "custom"
+
+
+def with_implied_env_config(argv: list[str], config_dir: Path) -> list[str]:
+    """`argv` (a launcher's command line after the script) with `env=<config>` put first when it names a
+    task without an env config (`implied_env_config`); a line on stderr says which config it took."""
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    implied = implied_env_config(overrides, [p.stem for p in (config_dir / "env").glob("*.yaml")])
+    if implied is None:
+        return argv
+    print(f"env.name without env=: using env={implied} (configs/env/{implied}.yaml)", file=sys.stderr)
+    return [f"env={implied}", *argv]
 
 
 def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
