@@ -110,10 +110,10 @@ if __name__ == "__main__":
     headless_rendering()  # before anything imports mujoco
     from launch.preflight import PreflightError, preflight
     from shac.config import ConfigError
-    from shac.run.hydra_config import register_configs, with_implied_env_config
+    from shac.run.hydra_config import register_configs, with_implied_env_config, with_sweep_dir_names
     from shac.run.run_dir import RunDirectoryInUseError
 
-    sys.argv[1:] = with_implied_env_config(sys.argv[1:], CONFIG_DIR)
+    sys.argv[1:] = with_sweep_dir_names(with_implied_env_config(sys.argv[1:], CONFIG_DIR))
     try:
         preflight(sys.argv[1:], CONFIG_DIR)
     except ConfigError as e:

@@ -19,6 +19,8 @@ from shac.run.hydra_config import (
     implied_env_config,
     register_configs,
     split_launch_config,
+    with_implied_env_config,
+    with_sweep_dir_names,
 )
 from tests.forked_python import run_python
 
@@ -70,10 +72,45 @@ def test_every_config_composes(env, logger, algo):
         (["env=hopper", "env.name=ant"], None),  # an env config chosen on the command line stays
         (["algo.horizon=8"], None),  # no task named: the default task and its config
         (["env.name=ant,hopper"], None),  # a multirun sweep over tasks
+        (["resume=runs/ant", "env.name=ant"], None),  # a resumed run's config is whole (and its group fixed)
     ],
 )
 def test_a_task_named_without_an_env_config_implies_its_own_or_the_one_default_setting(overrides, implied):
     assert implied_env_config(overrides, options("env")) == implied
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["env.name=ant", "--cfg", "job"], ["env=ant", "env.name=ant", "--cfg", "job"]),
+        (["-m", f"env.name={USER_ENV}", "seed=0,1"], ["-m", "env=custom", f"env.name={USER_ENV}", "seed=0,1"]),
+        (["-m", "seed=0,1"], ["-m", "seed=0,1"]),
+    ],
+)
+def test_the_implied_env_config_joins_the_overrides_where_hydras_parser_takes_them(argv, expected):
+    assert with_implied_env_config(argv, CONFIGS) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["-m", "seed=0,1", "algo.horizon=8", "env=custom", "hydra.sweep.dir=s"],
+            [
+                "-m",
+                "hydra.job.config.override_dirname.exclude_keys=[algo.horizon,env]",
+                "seed=0,1",
+                "algo.horizon=8",
+                "env=custom",
+                "hydra.sweep.dir=s",
+            ],
+        ),
+        (["seed=0", "algo.horizon=8"], ["seed=0", "algo.horizon=8"]),  # not a multirun
+        (["-m", "seed=0,1", "hydra.job.config.override_dirname.exclude_keys=[seed]"], None),  # the user's own choice
+    ],
+)
+def test_a_sweeps_directory_names_hold_the_swept_overrides_alone(argv, expected):
+    assert with_sweep_dir_names(argv) == (argv if expected is None else expected)
 
 
 def test_the_custom_setting_is_playgrounds_and_needs_a_task():

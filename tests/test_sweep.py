@@ -16,8 +16,7 @@ def test_multirun_writes_a_run_per_seed_in_one_wandb_group_and_summarize_aggrega
     sweep = tmp_path / "sweep"
     run_cli("-m", "tests.toy_train", "-m", "seed=0,1", f"hydra.sweep.dir={sweep}")
     runs = sorted(path.parent for path in sweep.glob("*/metrics.jsonl"))
-    assert [run.name.split("_")[0] for run in runs] == ["0", "1"]  # <job number>_<overrides>
-    assert all(run.name.endswith(f"seed={seed}") for seed, run in enumerate(runs))
+    assert [run.name for run in runs] == ["0_seed=0", "1_seed=1"]  # <job number>_<the swept overrides>
     configs = [json.loads((run / "config.json").read_text()) for run in runs]
     assert [c["seed"] for c in configs] == [0, 1]
     assert [c["logger"]["group"] for c in configs] == ["sweep", "sweep"]  # the sweep directory's name

@@ -143,12 +143,12 @@ def implied_env_config(overrides: Sequence[str], env_configs: Collection[str]) -
 
     Returns:
         The env config's name; None when the command line picks an env config itself, names no task,
-        or sweeps over several (a multirun list).
+        sweeps over several (a multirun list) or resumes a run (whose config is already whole).
     """
     parsed = parse_overrides(overrides)
     keys = {override.key_or_group: override for override in parsed}
     task = keys.get("env.name")
-    if "env" in keys or task is None or not isinstance(task.value(), str):
+    if "env" in keys or "resume" in keys or task is None or not isinstance(task.value(), str):
         return None
     name = task.value()
     if name in env_configs:
@@ -157,14 +157,39 @@ def implied_env_config(overrides: Sequence[str], env_configs: Collection[str]) -
 
 
 def with_implied_env_config(argv: list[str], config_dir: Path) -> list[str]:
-    """`argv` (a launcher's command line after the script) with `env=<config>` put first when it names a
-    task without an env config (`implied_env_config`); a line on stderr says which config it took."""
+    """`argv` (a launcher's command line after the script) with `env=<config>` before its first override
+    when it names a task without an env config (`implied_env_config`), so that the overrides stay together
+    for Hydra's parser (`-m` and `--cfg job` may come before or after them); a line on stderr says which
+    config it took."""
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     implied = implied_env_config(overrides, [p.stem for p in (config_dir / "env").glob("*.yaml")])
     if implied is None:
         return argv
     print(f"env.name without env=: using env={implied} (configs/env/{implied}.yaml)", file=sys.stderr)
-    return [f"env={implied}", *argv]
+    first = argv.index(overrides[0])
+    return [*argv[:first], f"env={implied}", *argv[first:]]
+
+
+def with_sweep_dir_names(argv: list[str]) -> list[str]:
+    """`argv` of a multirun (`-m`) with the overrides every job shares left out of the jobs' directory names
+    (`hydra.job.override_dirname`, `configs/config.yaml`'s sweep subdir): `<job number>_<swept overrides>`
+    (`4_algo.horizon=32,seed=1`), short however many values the command line sets (a file name takes at most
+    255 bytes). Unchanged outside a multirun, or where the command line sets the excluded keys itself."""
+    if not any(a in ("-m", "--multirun") for a in argv):
+        return argv
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    parsed = parse_overrides(overrides)
+    keys = {override.key_or_group for override in parsed}
+    if not overrides or any(key.startswith("hydra.job.config.override_dirname") for key in keys):
+        return argv
+    shared = sorted(
+        o.key_or_group for o in parsed if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")
+    )
+    if not shared:
+        return argv
+    first = argv.index(overrides[0])
+    exclude = f"hydra.job.config.override_dirname.exclude_keys=[{','.join(shared)}]"
+    return [*argv[:first], exclude, *argv[first:]]
 
 
 def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
