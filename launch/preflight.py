@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from shac.run.hydra_config import check_override_keys, parse_overrides
+from shac.run.hydra_config import check_override_keys, command_line_overrides, parse_overrides
 from shac.run.run_dir import RunLock, check_fresh
 from shac.run.serialization import CONFIG_FILE
 
@@ -48,7 +48,7 @@ def preflight(argv: list[str], config_dir: Path) -> None:
         RunDirectoryInUseError: another live run holds the run directory.
         FileExistsError: a fresh run into a directory holding another run's results.
     """
-    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    overrides = command_line_overrides(argv)
     groups = [p.name for p in config_dir.iterdir() if p.is_dir()]
     check_override_keys(overrides, groups)
     values = {override.key_or_group: override.value() for override in parse_overrides(overrides)}

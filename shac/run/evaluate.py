@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from envs import MjxEnv
+from envs import MjxEnv, State
 from shac.core.networks import Actor, act
 from shac.core.normalizer import RunningStatistics
 from shac.core.rollout import exploded
@@ -34,6 +34,20 @@ class Evaluation:
     lengths: jax.Array
     terminated: jax.Array
     exploded: jax.Array
+
+
+def episode_step(env: MjxEnv, states: State, alive: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """How a step of a batch of episodes counts, from the states it reached and `alive` float32 [N] (1.0 for
+    an episode still running before it).
+
+    Returns:
+        counted bool [N]: the step's reward and termination count towards its episode (running, and its
+        physics did not explode: `exploded`, the states training resets); exploded float32 [N]: 1.0 where
+        the step ended its episode by exploding; alive float32 [N] after the step.
+    """
+    blown = exploded(env, states)
+    counted = (alive > 0) & ~blown
+    return counted, alive * blown, jnp.where(counted, 1.0 - states.done, 0.0)
 
 
 def evaluate(
@@ -67,15 +81,14 @@ def evaluate_policy(env: MjxEnv, policy: Callable[[jax.Array], jax.Array], key: 
     def step(carry, _):
         state, alive, outcome = carry
         state = step_env(state, policy(state.obs))
-        blown = exploded(env, state)
-        counted = (alive > 0) & ~blown
+        counted, blown, still_alive = episode_step(env, state, alive)
         outcome = Evaluation(
             returns=outcome.returns + jnp.where(counted, state.reward, 0.0),
             lengths=outcome.lengths + alive,
             terminated=outcome.terminated + jnp.where(counted, state.terminated, 0.0),
-            exploded=outcome.exploded + alive * blown,
+            exploded=outcome.exploded + blown,
         )
-        return (state, jnp.where(counted, 1.0 - state.done, 0.0), outcome), None
+        return (state, still_alive, outcome), None
 
     zeros = jnp.zeros(episodes)
     init = (states, jnp.ones(episodes), Evaluation(returns=zeros, lengths=zeros, terminated=zeros, exploded=zeros))

@@ -88,6 +88,18 @@ def split_launch_config(cfg: DictConfig) -> tuple[dict, LaunchOptions]:
     return values, from_dict(LaunchOptions, {f.name: values.pop(f.name) for f in dataclasses.fields(LaunchOptions)})
 
 
+def command_line_overrides(argv: Sequence[str]) -> list[str]:
+    """The Hydra overrides of a launcher's command line: its `key=value` arguments, not `-` flags."""
+    return [a for a in argv if "=" in a and not a.startswith("-")]
+
+
+def _with_override(argv: list[str], override: str) -> list[str]:
+    """`argv` with `override` just before its first override, so that the overrides stay together for
+    Hydra's parser (`-m` and `--cfg job` may come before or after them)."""
+    first = argv.index(command_line_overrides(argv)[0])
+    return [*argv[:first], override, *argv[first:]]
+
+
 def parse_overrides(overrides: Sequence[str]) -> list:
     """Hydra's parse of each override string (`key=value`, `group=option`, ...) that parses: a malformed
     one is left out, for Hydra's own message to say where it is wrong."""
@@ -157,17 +169,14 @@ def implied_env_config(overrides: Sequence[str], env_configs: Collection[str]) -
 
 
 def with_implied_env_config(argv: list[str], config_dir: Path) -> list[str]:
-    """`argv` (a launcher's command line after the script) with `env=<config>` before its first override
-    when it names a task without an env config (`implied_env_config`), so that the overrides stay together
-    for Hydra's parser (`-m` and `--cfg job` may come before or after them); a line on stderr says which
-    config it took."""
-    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
-    implied = implied_env_config(overrides, [p.stem for p in (config_dir / "env").glob("*.yaml")])
+    """`argv` (a launcher's command line after the script) with `env=<config>` among its overrides when it
+    names a task without an env config (`implied_env_config`); a line on stderr says which config it took."""
+    env_configs = [p.stem for p in (config_dir / "env").glob("*.yaml")]
+    implied = implied_env_config(command_line_overrides(argv), env_configs)
     if implied is None:
         return argv
     print(f"env.name without env=: using env={implied} (configs/env/{implied}.yaml)", file=sys.stderr)
-    first = argv.index(overrides[0])
-    return [*argv[:first], f"env={implied}", *argv[first:]]
+    return _with_override(argv, f"env={implied}")
 
 
 def with_sweep_dir_names(argv: list[str]) -> list[str]:
@@ -177,19 +186,15 @@ def with_sweep_dir_names(argv: list[str]) -> list[str]:
     255 bytes). Unchanged outside a multirun, or where the command line sets the excluded keys itself."""
     if not any(a in ("-m", "--multirun") for a in argv):
         return argv
-    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
-    parsed = parse_overrides(overrides)
-    keys = {override.key_or_group for override in parsed}
-    if not overrides or any(key.startswith("hydra.job.config.override_dirname") for key in keys):
+    parsed = parse_overrides(command_line_overrides(argv))
+    if any(o.key_or_group.startswith("hydra.job.config.override_dirname") for o in parsed):
         return argv
     shared = sorted(
         o.key_or_group for o in parsed if not o.is_sweep_override() and not o.key_or_group.startswith("hydra")
     )
     if not shared:
         return argv
-    first = argv.index(overrides[0])
-    exclude = f"hydra.job.config.override_dirname.exclude_keys=[{','.join(shared)}]"
-    return [*argv[:first], exclude, *argv[first:]]
+    return _with_override(argv, f"hydra.job.config.override_dirname.exclude_keys=[{','.join(shared)}]")
 
 
 def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:

@@ -23,8 +23,8 @@ import numpy as np
 
 from envs import MjxEnv
 from shac.core.networks import act
-from shac.core.rollout import exploded, in_contact
-from shac.run.evaluate import Evaluation, summarize
+from shac.core.rollout import in_contact
+from shac.run.evaluate import Evaluation, episode_step, summarize
 from shac.run.serialization import load_run_policy
 
 SIGNALS = ("height", "uprightness", "forward_speed", "in_contact", "saturation", "action_norm")
@@ -93,10 +93,9 @@ def record_episodes(
             ],
             axis=-1,
         )
-        blown = exploded(env, state)
-        counted = (alive > 0) & ~blown
+        counted, blown, still_alive = episode_step(env, state, alive)
         terminated, reward = (jnp.where(counted, x, 0.0) for x in (state.terminated, state.reward))
-        return (state, jnp.where(counted, 1.0 - state.done, 0.0)), (signals, alive, terminated, reward, alive * blown)
+        return (state, still_alive), (signals, alive, terminated, reward, blown)
 
     _, recorded = jax.lax.scan(step, (states, jnp.ones(episodes)), None, length=env.episode_length)
     return recorded
